@@ -1,0 +1,120 @@
+"""The five-loop driver (JC, PC, IC, JR, IR) around the microkernel.
+
+For each NC-column slice of C (JC) and each KC slice of the common dimension
+(PC), the KC x NC slice of B is packed once into a shared buffer (one task per
+NR-column panel) and then row-block tasks run: a task packs an MC-row block of A
+into its own buffer and sweeps the macro-kernel (JR, IR) over a group of the
+slice's column panels.  Tasks only partition *which* elements are computed,
+never *how*: every element of C is an FMA chain over each KC block in
+increasing k, blocks merged in increasing order, so the result is bitwise the
+same however tasks are scheduled.
+
+The driver knows block sizes, packed buffers and MR/NR; it does not know NumPy
+broadcasting or the ISA (both are decided above it, in ``plan``).
+"""
+
+from numba import njit
+
+from .kernels import microkernel
+from .packing import pack_a, pack_b_panel
+from .simd import ACCUMULATE, OVERWRITE, SCALE, address, pointer_like, tile_cols, tile_rows
+
+
+@njit(cache=True)
+def merge_mode(pc, beta):
+    """How the KC block starting at ``pc`` is merged into C (see simd.OVERWRITE)."""
+    if pc > 0:
+        return ACCUMULATE
+    if beta == 0:
+        return OVERWRITE
+    return SCALE
+
+
+@njit(cache=True)
+def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
+    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    for jr in range(0, cols, nr):
+        live_cols = min(nr, cols - jr)
+        for ir in range(0, rows, mr):
+            microkernel(
+                shape, depth,
+                abuf, a_off + ir * depth,
+                bbuf, b_off + jr * depth,
+                c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
+                min(mr, rows - ir), live_cols,
+                alpha, beta, mode, scratch,
+            )
+
+
+@njit(cache=True)
+def pack_b_task(shape, task, b, b_off, rs_b, cs_b, depth, cols, bbuf):
+    """Pack NR-column panel number ``task`` of a ``depth x cols`` slice of B."""
+    nr = tile_cols(shape, bbuf)
+    j0 = task * nr
+    pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, min(nr, cols - j0), bbuf, j0 * depth)
+
+
+@njit(cache=True)
+def row_block_task(
+    shape, task, col_groups, panels_per_group, mc, rows, cols, depth,
+    a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
+):
+    """Task ``task``: pack one MC-row block of A, multiply it by one group of B panels."""
+    nr = tile_cols(shape, bbuf)
+    block = task // col_groups
+    group = task - block * col_groups
+    ic = block * mc
+    live_rows = min(mc, rows - ic)
+    jr0 = group * panels_per_group * nr
+    if jr0 >= cols:
+        return
+    live_cols = min(panels_per_group * nr, cols - jr0)
+    pack_a(shape, a, a_off + ic * rs_a, rs_a, cs_a, live_rows, depth, abuf, 0)
+    macro_kernel(
+        shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth,
+        c, c_off + ic * rs_c + jr0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+    )
+
+
+@njit(cache=True)
+def gemm_serial(
+    shape, m, n, k, alpha, beta,
+    a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+    mc, nc, kc, abuf, bbuf, scratch,
+):
+    """C = alpha*A.B + beta*C on one thread (requires m, n, k >= 1)."""
+    nr = tile_cols(shape, bbuf)
+    for jc in range(0, n, nc):  # JC: NC-column slices of B and C
+        cols = min(nc, n - jc)
+        panels = (cols + nr - 1) // nr
+        for pc in range(0, k, kc):  # PC: KC slices of the common dimension
+            depth = min(kc, k - pc)
+            b_slice = b_off + pc * rs_b + jc * cs_b
+            for task in range(panels):
+                pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
+            mode = merge_mode(pc, beta)
+            row_blocks = (m + mc - 1) // mc
+            for task in range(row_blocks):  # IC: MC-row blocks of A and C
+                row_block_task(
+                    shape, task, 1, panels, mc, m, cols, depth,
+                    a, a_off + pc * cs_a, rs_a, cs_a, bbuf, c, c_off + jc * cs_c, rs_c, cs_c,
+                    alpha, beta, mode, abuf, scratch,
+                )
+
+
+@njit(cache=True)
+def gemm_entry(
+    shape, m, n, k, alpha, beta,
+    a_addr, rs_a, cs_a, b_addr, rs_b, cs_b, c_addr, rs_c, cs_c,
+    mc, nc, kc, abuf, bbuf, scratch,
+):
+    """Entry from Python: operands as (address, element strides), one signature per dtype."""
+    a = pointer_like(a_addr, abuf)
+    b = pointer_like(b_addr, abuf)
+    c = pointer_like(c_addr, abuf)
+    gemm_serial(
+        shape, m, n, k, alpha, beta, a, 0, rs_a, cs_a, b, 0, rs_b, cs_b, c, 0, rs_c, cs_c,
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch),
+    )

@@ -1,0 +1,62 @@
+"""The microkernel: C[rows x cols] (+)= alpha * A_panel(MR x kc) . B_panel(kc x NR).
+
+One body serves every ISA and dtype: the TileShape argument's Numba type fixes
+MR, NR, the vector width and the multiply-add rule at compile time.  The
+contract (docs/kernels.md):
+
+* ``a`` points at an MR-row packed panel (kc columns of MR elements, zero padded),
+  ``b`` at an NR-column packed panel (kc rows of NR elements, zero padded);
+* the whole MR x NR tile is always computed, in registers, by an FMA chain in
+  increasing k starting from zero; only the top-left ``rows x cols`` part is
+  written to C;
+* the tile is merged with ``mode`` (simd.OVERWRITE / SCALE / ACCUMULATE); with
+  OVERWRITE, C is never read.
+"""
+
+from numba import njit
+
+from ..simd import (
+    ACCUMULATE,
+    OVERWRITE,
+    multiply_add,
+    tile_cols,
+    tile_rank1,
+    tile_rows,
+    tile_store,
+    tile_write,
+    tile_zero,
+)
+
+
+@njit(cache=True)
+def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
+    """Compute one tile and merge its useful part into C (see the module docstring)."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, a)
+    tile = tile_zero(shape, a)
+    for p in range(kc):
+        tile = tile_rank1(tile, a, a_off + p * mr, b, b_off + p * nr)
+    if rows == mr and cols == nr and cs_c == 1:
+        tile_write(tile, c, c_off, rs_c, alpha, beta, mode)
+    else:
+        tile_store(tile, scratch)
+        write_back(shape, scratch, nr, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode)
+
+
+@njit(cache=True)
+def write_back(shape, tile, ld_tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode):
+    """Merge the top-left ``rows x cols`` of a row-major tile buffer into C, any strides.
+
+    Same update rules and the same multiply-add as ``tile_write``, so an element
+    gets identical bits whether its tile was full or an edge.
+    """
+    for i in range(rows):
+        for j in range(cols):
+            t = tile[i * ld_tile + j]
+            at = c_off + i * rs_c + j * cs_c
+            if mode == OVERWRITE:
+                c[at] = alpha * t
+            elif mode == ACCUMULATE:
+                c[at] = multiply_add(shape, alpha, t, c[at])
+            else:
+                c[at] = multiply_add(shape, alpha, t, beta * c[at])

@@ -1,0 +1,79 @@
+"""Packing: copy blocks of A and B into the panel order the microkernel reads.
+
+Operands are (pointer, element offset, row stride, column stride) with any
+signs and sizes of strides, so a transpose is a swap of strides and never a
+copy.  Edge panels are padded with zeros: the kernel always computes a whole
+tile and the driver writes back only the useful part.
+
+Layouts (docs/kernels.md):
+  A block rows x depth -> ceil(rows/MR) panels; panel q holds, for p in
+    0..depth-1, the MR elements A[q*MR + 0..MR-1, p]           (MR*depth each)
+  B slice depth x cols -> ceil(cols/NR) panels; panel q holds, for p in
+    0..depth-1, the NR elements B[p, q*NR + 0..NR-1]           (depth*NR each)
+"""
+
+from numba import njit
+
+from .simd import copy_vector, tile_cols, tile_lanes, tile_rows
+
+
+@njit(cache=True)
+def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
+    """Pack the ``rows x depth`` block of A at ``a_off`` into MR-row panels."""
+    mr = tile_rows(shape)
+    zero = buf[0] * 0
+    for i0 in range(0, rows, mr):
+        panel = buf_off + i0 * depth
+        live = min(mr, rows - i0)
+        src = a_off + i0 * rs
+        if cs == 1:
+            # Rows of A are contiguous: read along them, write with stride MR.
+            for i in range(live):
+                row = src + i * rs
+                for p in range(depth):
+                    buf[panel + p * mr + i] = a[row + p]
+        else:
+            for p in range(depth):
+                col = src + p * cs
+                for i in range(live):
+                    buf[panel + p * mr + i] = a[col + i * rs]
+        if live < mr:
+            for p in range(depth):
+                for i in range(live, mr):
+                    buf[panel + p * mr + i] = zero
+
+
+@njit(cache=True)
+def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
+    """Pack one NR-column panel (``live`` <= NR real columns) of a ``depth``-row B slice."""
+    nr = tile_cols(shape, b)
+    if live == nr and cs == 1:
+        # Rows of B are contiguous: whole vectors straight into the panel.
+        lanes = tile_lanes(shape, b)
+        for p in range(depth):
+            for j in range(0, nr, lanes):
+                copy_vector(shape, b, b_off + p * rs + j, buf, panel + p * nr + j)
+        return
+    zero = buf[0] * 0
+    if rs == 1:
+        # Columns of B are contiguous (B transposed): read along them.
+        for j in range(live):
+            col = b_off + j * cs
+            for p in range(depth):
+                buf[panel + p * nr + j] = b[col + p]
+    else:
+        for p in range(depth):
+            row = b_off + p * rs
+            for j in range(live):
+                buf[panel + p * nr + j] = b[row + j * cs]
+    for p in range(depth):
+        for j in range(live, nr):
+            buf[panel + p * nr + j] = zero
+
+
+@njit(cache=True)
+def pack_b(shape, b, b_off, rs, cs, depth, cols, buf, buf_off):
+    """Pack the ``depth x cols`` slice of B at ``b_off`` into NR-column panels."""
+    nr = tile_cols(shape, b)
+    for j0 in range(0, cols, nr):
+        pack_b_panel(shape, b, b_off + j0 * cs, rs, cs, depth, min(nr, cols - j0), buf, buf_off + j0 * depth)

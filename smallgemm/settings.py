@@ -1,0 +1,33 @@
+"""Process-wide settings: environment variables, read once at import, in one place.
+
+SMALLGEMM_KERNEL       avx512 | avx2 | portable   force a microkernel
+SMALLGEMM_NUM_THREADS  positive integer           threads used by one call
+SMALLGEMM_CONFIG       path                       tuned configuration to load
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _env_kernel() -> str | None:
+    value = os.environ.get("SMALLGEMM_KERNEL", "").strip().lower()
+    return value or None
+
+
+def _env_threads() -> int | None:
+    value = os.environ.get("SMALLGEMM_NUM_THREADS", "").strip()
+    if not value:
+        return None
+    try:
+        threads = int(value)
+    except ValueError:
+        raise ValueError(f"SMALLGEMM_NUM_THREADS must be a positive integer, got {value!r}") from None
+    if threads < 1:
+        raise ValueError(f"SMALLGEMM_NUM_THREADS must be a positive integer, got {value!r}")
+    return threads
+
+
+KERNEL: str | None = _env_kernel()
+NUM_THREADS: int | None = _env_threads()
+CONFIG_PATH: str | None = os.environ.get("SMALLGEMM_CONFIG") or None

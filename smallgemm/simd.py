@@ -1,0 +1,374 @@
+"""SIMD layer: Numba types and intrinsics over LLVM vector types.
+
+This is the only module of smallgemm that writes LLVM IR.  Everything above it
+reads as plain loops over pointers and vector values.
+
+Why intrinsics: a Numba loop nest that keeps the C tile in a local array runs at
+3 % of the FMA peak (the tile lives on the heap), and one scalar local per
+accumulator reaches ~14 % (LLVM vectorises over k, not over the tile).  An
+explicit tile of LLVM vectors, updated by one rank-1 intrinsic per k, compiles to
+nothing but broadcasts, loads and vector FMAs (~97 % of peak, docs/design.md).
+
+A kernel's geometry is a :class:`TileShape` value passed as an argument; its
+Numba type carries rows, vectors per row, vector bits and the multiply-add rule,
+so Numba compiles (and caches) one specialisation per kernel and dtype and the
+shape is a compile-time constant everywhere.
+
+Memory is addressed through ``CPointer`` values plus signed element offsets:
+negative strides are plain negative offsets, and no index is wrapped or
+bounds-checked in the hot loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+from numba import types
+from numba.extending import (
+    NativeValue,
+    intrinsic,
+    models,
+    register_model,
+    typeof_impl,
+    unbox,
+)
+
+_I64 = ir.IntType(64)
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """Register tile of a microkernel: ``rows`` x (``vectors`` vectors of ``bits`` bits).
+
+    ``fused`` selects ``llvm.fma`` (one rounding; needs hardware FMA) for every
+    multiply-add; otherwise ``llvm.fmuladd``, which LLVM fuses only where that is
+    fast, so a portable kernel never becomes a chain of FMA library calls.
+    """
+
+    rows: int
+    vectors: int
+    bits: int
+    fused: bool
+
+    def lanes(self, itemsize: int) -> int:
+        """Elements per vector for a dtype of ``itemsize`` bytes."""
+        return self.bits // (8 * itemsize)
+
+    def cols(self, itemsize: int) -> int:
+        """NR: the tile's width in elements for a dtype of ``itemsize`` bytes."""
+        return self.vectors * self.lanes(itemsize)
+
+
+class TileShapeType(types.Type):
+    def __init__(self, shape: TileShape):
+        self.shape = shape
+        s = shape
+        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'})")
+
+
+@typeof_impl.register(TileShape)
+def _typeof_tile_shape(val, c):
+    return TileShapeType(val)
+
+
+register_model(TileShapeType)(models.OpaqueModel)
+
+
+@unbox(TileShapeType)
+def _unbox_tile_shape(typ, obj, c):
+    return NativeValue(c.context.get_constant_null(typ))
+
+
+class TileType(types.Type):
+    """The C tile held in registers: rows*vectors LLVM vectors."""
+
+    def __init__(self, shape: TileShape, dtype: types.Float):
+        self.shape = shape
+        self.dtype = dtype
+        super().__init__(name=f"Tile({shape}, {dtype})")
+
+
+@register_model(TileType)
+class _TileModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        vec = _vector_type(fe_type.shape, fe_type.dtype)
+        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.shape.rows * fe_type.shape.vectors))
+
+
+def _lane_type(dtype):
+    return ir.FloatType() if dtype == types.float32 else ir.DoubleType()
+
+
+def _itemsize(dtype):
+    return 4 if dtype == types.float32 else 8
+
+
+def _vector_type(shape: TileShape, dtype):
+    return ir.VectorType(_lane_type(dtype), shape.lanes(_itemsize(dtype)))
+
+
+def _float_pointer(ptr):
+    """The element type of a float32/float64 pointer, or None."""
+    if isinstance(ptr, types.CPointer) and ptr.dtype in (types.float32, types.float64):
+        return ptr.dtype
+    return None
+
+
+def _declare_fma(module, fused, ty):
+    """Declare ``llvm.fma`` / ``llvm.fmuladd`` overloaded on a scalar or vector type."""
+    name = "llvm.fma" if fused else "llvm.fmuladd"
+    lane = ty.element if isinstance(ty, ir.VectorType) else ty
+    suffix = "f32" if isinstance(lane, ir.FloatType) else "f64"
+    if isinstance(ty, ir.VectorType):
+        suffix = f"v{ty.count}{suffix}"
+    return module.declare_intrinsic(f"{name}.{suffix}", fnty=ir.FunctionType(ty, [ty, ty, ty]))
+
+
+def _vector_ptr(builder, ptr, off, vec):
+    return builder.bitcast(builder.gep(ptr, [off]), vec.as_pointer())
+
+
+def _splat(builder, scalar, vec):
+    undef = ir.Constant(vec, ir.Undefined)
+    one = builder.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return builder.shuffle_vector(one, undef, mask)
+
+
+# --- scalars and pointers -------------------------------------------------------
+
+
+@intrinsic
+def address(typingctx, arr):
+    """Pointer to element [0, ..., 0] of an array, whatever its strides."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return types.CPointer(arr.dtype)(arr), codegen
+
+
+@intrinsic
+def pointer_like(typingctx, addr, like):
+    """The integer address ``addr`` as a pointer to elements of ``like``'s dtype.
+
+    Operands reach the driver as (address, strides) so that one compiled
+    signature serves every layout; the caller keeps the arrays alive.
+    """
+    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return types.CPointer(like.dtype)(addr, like), codegen
+
+
+@intrinsic
+def multiply_add(typingctx, shape, x, y, z):
+    """x*y + z with the shape's rule: fused (one rounding) or ``llvm.fmuladd``.
+
+    Scalar edge code uses this so that it rounds exactly as the vector tile does.
+    """
+    if not isinstance(shape, TileShapeType) or x not in (types.float32, types.float64):
+        return None
+    if y != x or z != x:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = _declare_fma(builder.module, shape.shape.fused, _lane_type(x))
+        return builder.call(fn, args[1:])
+
+    return x(shape, x, y, z), codegen
+
+
+@intrinsic
+def tile_rows(typingctx, shape):
+    """MR of the shape, as a compile-time constant."""
+    if not isinstance(shape, TileShapeType):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(_I64, shape.shape.rows)
+
+    return types.int64(shape), codegen
+
+
+@intrinsic
+def tile_cols(typingctx, shape, ptr):
+    """NR of the shape for the pointer's dtype, as a compile-time constant."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(_I64, shape.shape.cols(_itemsize(dtype)))
+
+    return types.int64(shape, ptr), codegen
+
+
+@intrinsic
+def tile_lanes(typingctx, shape, ptr):
+    """Lanes per vector of the shape for the pointer's dtype, as a compile-time constant."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(_I64, shape.shape.lanes(_itemsize(dtype)))
+
+    return types.int64(shape, ptr), codegen
+
+
+@intrinsic
+def atomic_fetch_add(typingctx, ptr, value):
+    """Atomically add ``value`` to ``*ptr`` and return the previous value."""
+    if not (isinstance(ptr, types.CPointer) and ptr.dtype == types.int64 and value == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.atomic_rmw("add", args[0], args[1], "seq_cst")
+
+    return types.int64(ptr, value), codegen
+
+
+@intrinsic
+def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
+    """Copy one vector of the shape's width (unaligned) from src+src_off to dst+dst_off."""
+    dtype = _float_pointer(src)
+    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+        return None
+
+    def codegen(context, builder, signature, args):
+        _, sp, so, dp, do = args
+        vec = _vector_type(shape.shape, dtype)
+        value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
+        builder.store(value, _vector_ptr(builder, dp, do, vec), align=1)
+        return context.get_dummy_value()
+
+    return types.void(shape, src, src_off, dst, dst_off), codegen
+
+
+# --- the register tile -------------------------------------------------------------
+
+
+def _tile_args(shape, ptr):
+    """(TileShape, dtype) when the arguments name a valid tile, else None."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+    return shape.shape, dtype
+
+
+@intrinsic
+def tile_zero(typingctx, shape, ptr):
+    """A tile of zeros for the dtype of ``ptr``."""
+    found = _tile_args(shape, ptr)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), s.rows * s.vectors), None)
+
+    return TileType(s, dtype)(shape, ptr), codegen
+
+
+@intrinsic
+def tile_rank1(typingctx, tile, a, a_off, b, b_off):
+    """tile[i, :] += a[a_off + i] * b[b_off : b_off + NR] for every row i."""
+    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, ap, aoff, bp, boff = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        bvecs = [
+            builder.load(_vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1)
+            for v in range(s.vectors)
+        ]
+        for i in range(s.rows):
+            ai = builder.load(builder.gep(ap, [builder.add(aoff, ir.Constant(_I64, i))]))
+            av = _splat(builder, ai, vec)
+            for v in range(s.vectors):
+                idx = i * s.vectors + v
+                acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
+        return acc
+
+    return tile(tile, a, a_off, b, b_off), codegen
+
+
+@intrinsic
+def tile_store(typingctx, tile, buf):
+    """Store the raw tile row-major (row stride NR) into buf[0 : MR*NR]."""
+    if not isinstance(tile, TileType) or _float_pointer(buf) != tile.dtype:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, bp = args
+        vec = _vector_type(s, dtype)
+        for idx in range(s.rows * s.vectors):
+            builder.store(builder.extract_value(acc, idx), _vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+        return context.get_dummy_value()
+
+    return types.void(tile, buf), codegen
+
+
+# Update rules when a finished tile is merged into C.  Every path of the library
+# (vector write, scalar edge write, few-rows kernels) applies exactly these, so an
+# element of C gets the same bits whichever path wrote it.
+OVERWRITE = 0  # first kc block, beta == 0:  C = alpha*AB        (C is never read)
+SCALE = 1  # first kc block, beta != 0:      C = alpha*AB + beta*C
+ACCUMULATE = 2  # later kc blocks:            C = alpha*AB + C
+
+
+@intrinsic
+def tile_write(typingctx, tile, c, c_off, rs, alpha, beta, mode):
+    """Merge a full tile into C whose rows are unit-stride (row stride ``rs``).
+
+    ``mode`` is OVERWRITE, SCALE or ACCUMULATE (see above); with OVERWRITE, C is
+    never loaded, so NaN or garbage in C cannot leak into the result.
+    """
+    if not isinstance(tile, TileType) or _float_pointer(c) != tile.dtype:
+        return None
+    if alpha != tile.dtype or beta != tile.dtype:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, cp, coff, rstride, alpha_v, beta_v, mode_v = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        va = _splat(builder, alpha_v, vec)
+        vb = _splat(builder, beta_v, vec)
+        fn = builder.function
+        blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
+        done = fn.append_basic_block("tile_write_done")
+        switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
+        switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
+        switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
+        for m, block in blocks.items():
+            builder.position_at_end(block)
+            for i in range(s.rows):
+                row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+                for v in range(s.vectors):
+                    ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+                    t = builder.extract_value(acc, i * s.vectors + v)
+                    if m == OVERWRITE:
+                        new = builder.fmul(va, t)
+                    elif m == SCALE:
+                        new = builder.call(fma, [va, t, builder.fmul(vb, builder.load(ptr, align=1))])
+                    else:
+                        new = builder.call(fma, [va, t, builder.load(ptr, align=1)])
+                    builder.store(new, ptr, align=1)
+            builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return types.void(tile, c, c_off, rs, alpha, beta, mode), codegen

@@ -1,0 +1,53 @@
+"""Packing buffers, sized from the block sizes (never from the matrices) and reused.
+
+Each Python thread gets its own buffers, so concurrent calls never share a
+packed panel.  Buffers are 64-byte aligned (a cache line, a zmm register).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocking import BlockSizes
+
+ALIGN = 64
+
+
+def aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
+    """An uninitialised 1-D array of ``count`` elements starting on a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(count * dtype.itemsize + ALIGN, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start : start + count * dtype.itemsize].view(dtype)
+
+
+@dataclass
+class Workspace:
+    """Buffers for one call: A blocks (one per thread), the shared B slice, edge tiles."""
+
+    abuf: np.ndarray
+    bbuf: np.ndarray
+    scratch: np.ndarray
+
+
+_local = threading.local()
+
+
+def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) -> Workspace:
+    """This thread's workspace for these block sizes, allocated on first use."""
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = {}
+    key = (np.dtype(dtype).char, sizes, mr, nr, threads)
+    ws = cache.get(key)
+    if ws is None:
+        cache.clear()  # keep one workspace per thread: memory stays bounded
+        ws = cache[key] = Workspace(
+            abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
+            bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
+            scratch=aligned_empty(threads * mr * nr, dtype),
+        )
+    return ws
