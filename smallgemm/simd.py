@@ -372,3 +372,34 @@ def tile_write(typingctx, tile, c, c_off, rs, alpha, beta, mode):
         return context.get_dummy_value()
 
     return types.void(tile, c, c_off, rs, alpha, beta, mode), codegen
+
+
+@intrinsic
+def tile_prefetch(typingctx, shape, c, c_off, rs):
+    """Prefetch (for writing) the cache lines of an MR x NR tile of C with unit-stride rows.
+
+    Issued before the k loop, so C's lines arrive while the tile is computed
+    instead of stalling the write-back (BLIS kernels do the same).
+    """
+    dtype = _float_pointer(c)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, cp, coff, rstride = args
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        )
+        row_bytes = s.cols(_itemsize(dtype)) * _itemsize(dtype)
+        for i in range(s.rows):
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            base = builder.bitcast(builder.gep(cp, [row]), i8p)
+            for byte in range(0, row_bytes, 64):
+                addr = builder.gep(base, [ir.Constant(_I64, byte)])
+                builder.call(fn, [addr, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(shape, c, c_off, rs), codegen

@@ -22,6 +22,7 @@ from ..simd import (
     tile_cols,
     tile_rank1,
     tile_rows,
+    tile_prefetch,
     tile_store,
     tile_write,
     tile_zero,
@@ -33,6 +34,8 @@ def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols,
     """Compute one tile and merge its useful part into C (see the module docstring)."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, a)
+    if cs_c == 1:
+        tile_prefetch(shape, c, c_off, rs_c)
     tile = tile_zero(shape, a)
     for p in range(kc):
         tile = tile_rank1(tile, a, a_off + p * mr, b, b_off + p * nr)

@@ -1,0 +1,36 @@
+import numpy as np
+import pytest
+
+import smallgemm
+from smallgemm import blocking, plan
+from smallgemm.kernels import KERNELS
+
+KERNEL_NAMES = [k.name for k in KERNELS]
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(params=KERNEL_NAMES)
+def kernel(request):
+    """Run the test once per microkernel; all three run on an AVX-512 machine."""
+    with smallgemm.use_kernel(request.param):
+        yield smallgemm.dispatch.current()
+
+
+@pytest.fixture(params=DTYPES, ids=["float32", "float64"])
+def dtype(request):
+    return np.dtype(request.param)
+
+
+@pytest.fixture
+def tiny_blocks(kernel, dtype):
+    """Small block sizes so that edges around MC, NC and KC are cheap to reach."""
+    mr, nr = kernel.mr(), kernel.nr(dtype)
+    sizes = blocking.BlockSizes(mc=2 * mr, nc=2 * nr, kc=5)
+    plan.set_block_sizes(kernel, dtype, sizes)
+    yield sizes
+    plan.set_block_sizes(kernel, dtype, None)
+
+
+def random_matrix(rng, shape, dtype, order="C"):
+    data = rng.standard_normal(shape).astype(dtype)
+    return np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)

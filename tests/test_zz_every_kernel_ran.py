@@ -1,0 +1,20 @@
+"""Runs last (by name): the suite must really have run every kernel, in both dtypes.
+
+Each kernel is a distinct compiled specialisation of the driver's entry point
+(its TileShape is part of the signature), so the dispatcher's signatures show
+which kernels ran in this process.
+"""
+
+import pytest
+
+from smallgemm.driver import gemm_entry
+from smallgemm.kernels import KERNELS
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+def test_kernel_was_exercised(kernel, request):
+    if not any(item.fspath.basename == "test_engine.py" for item in request.session.items):
+        pytest.skip("the engine tests were not selected in this run, so no kernel was expected to run")
+    ran = {(sig[0].shape, str(sig[4])) for sig in gemm_entry.signatures}
+    for dtype in ("float32", "float64"):
+        assert (kernel.shape, dtype) in ran, f"kernel {kernel.name} never ran with {dtype}"
