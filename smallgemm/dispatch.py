@@ -8,6 +8,7 @@ an error, never a crash.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator
 
@@ -18,6 +19,7 @@ _lock = threading.Lock()
 _forced: Kernel | None = None
 
 
+@functools.lru_cache(maxsize=None)
 def detect() -> Kernel:
     """The fastest kernel the host supports (the first of KERNELS that runs here)."""
     features = cpu.features()

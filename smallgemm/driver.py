@@ -17,7 +17,7 @@ from numba import njit
 
 from .kernels import microkernel
 from .packing import pack_a, pack_b_panel
-from .simd import ACCUMULATE, OVERWRITE, SCALE, address, pointer_like, tile_cols, tile_rows
+from .simd import ACCUMULATE, OVERWRITE, SCALE, address, tile_cols, tile_rows
 
 
 @njit(cache=True)
@@ -105,16 +105,13 @@ def gemm_serial(
 
 
 @njit(cache=True)
-def gemm_entry(
-    shape, m, n, k, alpha, beta,
-    a_addr, rs_a, cs_a, b_addr, rs_b, cs_b, c_addr, rs_c, cs_c,
-    mc, nc, kc, abuf, bbuf, scratch,
-):
-    """Entry from Python: operands as (address, element strides), one signature per dtype."""
-    a = pointer_like(a_addr, abuf)
-    b = pointer_like(b_addr, abuf)
-    c = pointer_like(c_addr, abuf)
+def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
+    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
+    size = a.itemsize
     gemm_serial(
-        shape, m, n, k, alpha, beta, a, 0, rs_a, cs_a, b, 0, rs_b, cs_b, c, 0, rs_c, cs_c,
+        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        address(a), 0, a.strides[0] // size, a.strides[1] // size,
+        address(b), 0, b.strides[0] // size, b.strides[1] // size,
+        address(c), 0, c.strides[0] // size, c.strides[1] // size,
         mc, nc, kc, address(abuf), address(bbuf), address(scratch),
     )

@@ -8,37 +8,57 @@ not overlap A or B; the public API has checked all of that.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import blocking, dispatch, workspace
 from .driver import gemm_entry
+from .entry import Entry
 from .kernels import Kernel
+from .unpacked import unpacked_entry
 
+_BLOCKED = Entry(
+    gemm_entry,
+    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
+)
+_UNPACKED = Entry(unpacked_entry, ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer"))
+# Below this many multiply-adds (and with unit-stride B rows) packing costs more
+# than it saves; measured in docs/design.md.
+UNPACKED_MAX_VOLUME = 64 * 64 * 64
+
+# Block sizes in force, by (kernel name, dtype char).
 _block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
 
 
 def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
-    """Block sizes in force for this kernel and dtype."""
-    key = (kernel.name, np.dtype(dtype).name)
+    """Block sizes in force for this kernel and dtype (a numpy dtype object)."""
+    key = (kernel.name, dtype.char)
     sizes = _block_sizes.get(key)
     if sizes is None:
         sizes = _block_sizes[key] = blocking.default(kernel, dtype)
     return sizes
 
 
+_version = 0  # bumped whenever block sizes change: prepared states are rebuilt
+
+
+def _bump_version() -> None:
+    global _version
+    _version += 1
+
+
 def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
     """Override (or, with None, reset) the block sizes of one kernel and dtype."""
-    key = (kernel.name, np.dtype(dtype).name)
+    dtype = np.dtype(dtype)
+    key = (kernel.name, dtype.char)
     if sizes is None:
         _block_sizes.pop(key, None)
+        _bump_version()
         return
     sizes.check(kernel.mr(), kernel.nr(dtype))
     _block_sizes[key] = sizes
-
-
-def _element_strides(x: np.ndarray) -> tuple[int, int]:
-    size = x.itemsize
-    return x.strides[0] // size, x.strides[1] // size
+    _bump_version()
 
 
 def _scale(c: np.ndarray, beta: float) -> None:
@@ -46,6 +66,35 @@ def _scale(c: np.ndarray, beta: float) -> None:
         c[...] = 0  # BLAS rule: C is not read when beta == 0 (NaN must not leak)
     elif beta != 1:
         np.multiply(c, beta, out=c)
+
+
+class _Prepared:
+    """Everything a call needs for one (kernel, dtype), looked up once per thread."""
+
+    __slots__ = ("shape", "sizes", "workspace", "blocked", "unpacked", "version")
+
+    def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
+        self.shape = kernel.shape
+        self.sizes = block_sizes(kernel, dtype)
+        self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
+        self.blocked = _BLOCKED.get(kernel.shape, dtype)
+        self.unpacked = _UNPACKED.get(kernel.shape, dtype)
+        self.version = version
+
+
+_local = threading.local()
+
+
+def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
+    """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
+    cache = getattr(_local, "cache", None)
+    if cache is None:
+        cache = _local.cache = {}
+    key = (kernel.name, dtype.char)
+    prep = cache.get(key)
+    if prep is None or prep.version != _version:
+        prep = cache[key] = _Prepared(kernel, dtype, _version)
+    return prep
 
 
 def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
@@ -57,23 +106,21 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if k == 0 or alpha == 0:
         _scale(c, beta)
         return
-    rs_c, cs_c = _element_strides(c)
-    if cs_c != 1 and (rs_c == 1 or n == 1):
+    size = c.itemsize
+    if c.strides[1] != size and (c.strides[0] == size or n == 1):
         # The kernel writes rows of C with vector stores: compute C^T = B^T A^T,
         # whose rows are C's contiguous columns (BLIS does the same).
         a, b, c = b.T, a.T, c.T
         m, n = n, m
-        rs_c, cs_c = cs_c, rs_c
     dtype = c.dtype
-    kernel = dispatch.current()
-    sizes = block_sizes(kernel, dtype)
-    mr, nr = kernel.mr(), kernel.nr(dtype)
-    ws = workspace.get(dtype, sizes, mr, nr)
+    prep = prepared(dispatch.current(), dtype)
     scalar = dtype.type
-    gemm_entry(
-        kernel.shape, m, n, k, scalar(alpha), scalar(beta),
-        a.ctypes.data, *_element_strides(a),
-        b.ctypes.data, *_element_strides(b),
-        c.ctypes.data, rs_c, cs_c,
+    ws = prep.workspace
+    if m * n * k <= UNPACKED_MAX_VOLUME and b.strides[1] == size:
+        prep.unpacked(prep.shape, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
+        return
+    sizes = prep.sizes
+    prep.blocked(
+        prep.shape, scalar(alpha), scalar(beta), a, b, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )

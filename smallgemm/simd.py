@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 from numba import types
+from numba.core.imputils import lower_constant
 from numba.extending import (
     NativeValue,
     intrinsic,
@@ -78,6 +79,12 @@ register_model(TileShapeType)(models.OpaqueModel)
 @unbox(TileShapeType)
 def _unbox_tile_shape(typ, obj, c):
     return NativeValue(c.context.get_constant_null(typ))
+
+
+@lower_constant(TileShapeType)
+def _constant_tile_shape(context, builder, typ, pyval):
+    # All a TileShape carries is in its type: the value itself is empty.
+    return context.get_constant_null(typ)
 
 
 class TileType(types.Type):
@@ -149,22 +156,6 @@ def address(typingctx, arr):
         return context.make_array(signature.args[0])(context, builder, args[0]).data
 
     return types.CPointer(arr.dtype)(arr), codegen
-
-
-@intrinsic
-def pointer_like(typingctx, addr, like):
-    """The integer address ``addr`` as a pointer to elements of ``like``'s dtype.
-
-    Operands reach the driver as (address, strides) so that one compiled
-    signature serves every layout; the caller keeps the arrays alive.
-    """
-    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
-    return types.CPointer(like.dtype)(addr, like), codegen
 
 
 @intrinsic
@@ -403,3 +394,53 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
         return context.get_dummy_value()
 
     return types.void(shape, c, c_off, rs), codegen
+
+
+def _lane_mask(builder, live, first_lane, count):
+    """<count x i1>: lane l is on when first_lane + l < live."""
+    idx = ir.Constant(ir.VectorType(_I64, count), [first_lane + l for l in range(count)])
+    return builder.icmp_unsigned("<", idx, _splat(builder, live, ir.VectorType(_I64, count)))
+
+
+def _masked_load(builder, ptr, off, vec, mask):
+    fn = builder.module.declare_intrinsic(
+        f"llvm.masked.load.v{vec.count}{'f32' if isinstance(vec.element, ir.FloatType) else 'f64'}.p0",
+        fnty=ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
+    )
+    zero = ir.Constant(vec, None)
+    return builder.call(fn, [_vector_ptr(builder, ptr, off, vec), ir.Constant(ir.IntType(32), 1), mask, zero])
+
+
+@intrinsic
+def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols):
+    """tile[i, :] += a[a_off + i*rs_a] * b[b_off : b_off + NR], straight from unpacked operands.
+
+    For products that skip packing: A is read with its row stride, B's row is
+    contiguous.  Rows at or past ``live_rows`` re-read the last live row and
+    lanes at or past ``live_cols`` load zero (masked loads), so nothing outside
+    the operands is ever touched; those parts of the tile are never written back.
+    """
+    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, ap, aoff, rsa, rows, bp, boff, cols = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        bvecs = []
+        for v in range(s.vectors):
+            mask = _lane_mask(builder, cols, v * vec.count, vec.count)
+            bvecs.append(_masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
+        last = builder.sub(rows, ir.Constant(_I64, 1))
+        for i in range(s.rows):
+            row = ir.Constant(_I64, i)
+            row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+            ai = builder.load(builder.gep(ap, [builder.add(aoff, builder.mul(row, rsa))]))
+            av = _splat(builder, ai, vec)
+            for v in range(s.vectors):
+                idx = i * s.vectors + v
+                acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
+        return acc
+
+    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen

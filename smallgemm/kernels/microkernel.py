@@ -21,6 +21,7 @@ from ..simd import (
     multiply_add,
     tile_cols,
     tile_rank1,
+    tile_rank1_direct,
     tile_rows,
     tile_prefetch,
     tile_store,
@@ -39,6 +40,30 @@ def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols,
     tile = tile_zero(shape, a)
     for p in range(kc):
         tile = tile_rank1(tile, a, a_off + p * mr, b, b_off + p * nr)
+    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+
+
+@njit(cache=True)
+def direct_microkernel(
+    shape, kc, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch
+):
+    """The microkernel on unpacked operands: A with any strides, B with unit-stride rows.
+
+    Same tile, same FMA chain and same merge as ``microkernel``, so the bits are
+    the same as the packed path's; edges are handled by masked loads instead of
+    zero padding.
+    """
+    tile = tile_zero(shape, a)
+    for p in range(kc):
+        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols)
+    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+
+
+@njit(cache=True)
+def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
+    """Merge the useful ``rows x cols`` part of a finished tile into C."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, c)
     if rows == mr and cols == nr and cs_c == 1:
         tile_write(tile, c, c_off, rs_c, alpha, beta, mode)
     else:

@@ -1,0 +1,63 @@
+"""How many threads one product may use: a process-wide setting, like a BLAS's.
+
+Set by ``SMALLGEMM_NUM_THREADS``, :func:`set_num_threads`, the
+:func:`num_threads` context manager or ``threadpoolctl.threadpool_limits``; the
+default is the number of threads Numba's pool has (the cores it sees).  A
+value above Numba's pool size is allowed: the work is then cut for that many
+workers, which Numba's threads run in turn (results do not depend on it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+import threading
+from collections.abc import Iterator
+
+import numba
+
+from . import settings
+
+_lock = threading.Lock()
+_num_threads: int = settings.NUM_THREADS or numba.config.NUMBA_NUM_THREADS
+
+
+def _checked(n) -> int:
+    if isinstance(n, (bool, float)) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"the number of threads must be an integer, got {type(n).__name__} {n!r}")
+    if n < 1:
+        raise ValueError(f"the number of threads must be at least 1, got {n}")
+    return int(n)
+
+
+def set_num_threads(n: int) -> None:
+    """Use at most ``n`` threads per product, in every Python thread."""
+    global _num_threads
+    n = _checked(n)
+    with _lock:
+        _num_threads = n
+
+
+def get_num_threads() -> int:
+    """The number of threads a product may use."""
+    return _num_threads
+
+
+@contextlib.contextmanager
+def num_threads(n: int) -> Iterator[None]:
+    """Use ``n`` threads inside a ``with`` block; the previous setting is restored after."""
+    global _num_threads
+    n = _checked(n)
+    with _lock:
+        previous = _num_threads
+        _num_threads = n
+    try:
+        yield
+    finally:
+        with _lock:
+            _num_threads = previous
+
+
+def pool_size() -> int:
+    """OS threads in Numba's pool (the most that can run at once)."""
+    return numba.config.NUMBA_NUM_THREADS
