@@ -1,7 +1,26 @@
-"""smallgemm: a BLIS-style CPU matrix product for NumPy, written in Numba."""
+"""smallgemm: a BLIS-style CPU matrix product for NumPy, written in Numba.
+
+Public API: ``matmul`` (a drop-in ``numpy.matmul``), ``gemm`` (BLAS-style,
+scipy's calling convention), kernel selection, thread settings and ``info``.
+"""
+
+__version__ = "0.1.0"
 
 from .api import gemm
 from .dispatch import get_kernel, set_kernel, use_kernel
+from .info import info
+from .matmul import matmul
+from .threads import get_num_threads, num_threads, set_num_threads
+from . import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
 
-__all__ = ["gemm", "get_kernel", "set_kernel", "use_kernel"]
-__version__ = "0.1.0"
+__all__ = [
+    "gemm",
+    "get_kernel",
+    "get_num_threads",
+    "info",
+    "matmul",
+    "num_threads",
+    "set_kernel",
+    "set_num_threads",
+    "use_kernel",
+]

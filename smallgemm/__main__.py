@@ -1,4 +1,4 @@
-"""Command line: ``python -m smallgemm bench``."""
+"""Command line: ``python -m smallgemm bench | info``."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def _bench(args) -> int:
     return 0
 
 
+def _info(args) -> int:
+    from .info import format_info, info
+
+    print(format_info(info()))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m smallgemm")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -44,6 +51,8 @@ def main(argv=None) -> int:
     b.add_argument("--keep-openblas-env", action="store_true",
                    help="do not remove OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the run")
     b.set_defaults(func=_bench)
+    i = sub.add_parser("info", help="CPU, kernel, block sizes, threads and versions")
+    i.set_defaults(func=_info)
     args = parser.parse_args(argv)
     return args.func(args)
 

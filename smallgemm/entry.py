@@ -26,6 +26,8 @@ def _argument_types(kinds: tuple[str, ...], shape: TileShape, dtype: np.dtype) -
         "out": types.Array(scalar, 2, "A"),
         "buffer": types.Array(scalar, 1, "C"),
         "int": types.int64,
+        "bool": types.boolean,
+        "offsets": types.Array(types.int64, 1, "C", readonly=True),
     }
     return tuple(table[k] for k in kinds)
 
@@ -35,7 +37,8 @@ class Entry:
 
     Kinds: ``shape`` (the kernel's TileShape), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
-    ``buffer`` (1-D contiguous workspace), ``int``.
+    ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
+    (1-D contiguous int64 array).
     """
 
     def __init__(self, dispatcher, kinds: tuple[str, ...]):

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from . import blocking, dispatch, workspace
+from .batched import batch_entry
 from .driver import gemm_entry
 from .entry import Entry
 from .kernels import Kernel
@@ -23,6 +24,11 @@ _BLOCKED = Entry(
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
 )
 _UNPACKED = Entry(unpacked_entry, ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer"))
+_BATCHED = Entry(
+    batch_entry,
+    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
+     "int", "int", "int", "buffer", "buffer", "buffer"),
+)
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
 UNPACKED_MAX_VOLUME = 64 * 64 * 64
@@ -71,7 +77,7 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "sizes", "workspace", "blocked", "unpacked", "version")
+    __slots__ = ("shape", "sizes", "workspace", "blocked", "unpacked", "batched", "version")
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
@@ -79,6 +85,7 @@ class _Prepared:
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _BLOCKED.get(kernel.shape, dtype)
         self.unpacked = _UNPACKED.get(kernel.shape, dtype)
+        self.batched = _BATCHED.get(kernel.shape, dtype)
         self.version = version
 
 
@@ -97,6 +104,22 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     return prep
 
 
+def _oriented(a, b, c):
+    """(a, b, c, swapped): the problem turned so that C's rows are its contiguous axis.
+
+    The kernel writes rows of C with vector stores: for a C whose columns are
+    contiguous, compute C^T = B^T A^T instead (BLIS does the same).
+    """
+    size = c.itemsize
+    if c.strides[1] != size and c.strides[0] == size:
+        return b.T, a.T, c.T, True
+    return a, b, c, False
+
+
+def _use_unpacked(m: int, n: int, k: int, b: np.ndarray) -> bool:
+    return m * n * k <= UNPACKED_MAX_VOLUME and b.strides[1] == b.itemsize
+
+
 def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
     """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
     m, k = a.shape
@@ -106,21 +129,38 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if k == 0 or alpha == 0:
         _scale(c, beta)
         return
-    size = c.itemsize
-    if c.strides[1] != size and (c.strides[0] == size or n == 1):
-        # The kernel writes rows of C with vector stores: compute C^T = B^T A^T,
-        # whose rows are C's contiguous columns (BLIS does the same).
-        a, b, c = b.T, a.T, c.T
+    a, b, c, swapped = _oriented(a, b, c)
+    if swapped:
         m, n = n, m
     dtype = c.dtype
     prep = prepared(dispatch.current(), dtype)
     scalar = dtype.type
     ws = prep.workspace
-    if m * n * k <= UNPACKED_MAX_VOLUME and b.strides[1] == size:
+    if _use_unpacked(m, n, k, b):
         prep.unpacked(prep.shape, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
         return
     sizes = prep.sizes
     prep.blocked(
         prep.shape, scalar(alpha), scalar(beta), a, b, c,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b, offsets_c) -> None:
+    """C[t] = A[t].B[t] for a stack: a, b, c are the first matrices, offsets in elements.
+
+    Every matrix has the shape and strides of the first; requires m, n, k >= 1.
+    """
+    a, b, c, swapped = _oriented(a, b, c)
+    if swapped:
+        offsets_a, offsets_b = offsets_b, offsets_a
+    m, k = a.shape
+    n = b.shape[1]
+    dtype = c.dtype
+    prep = prepared(dispatch.current(), dtype)
+    ws, sizes = prep.workspace, prep.sizes
+    one, zero = dtype.type(1), dtype.type(0)
+    prep.batched(
+        prep.shape, one, zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )

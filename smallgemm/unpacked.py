@@ -15,7 +15,9 @@ from .simd import address, tile_cols, tile_rows
 
 
 @njit(cache=True)
-def gemm_unpacked(shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, c, rs_c, cs_c, kc, scratch):
+def gemm_unpacked(
+    shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
+):
     """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows)."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, a)
@@ -26,9 +28,9 @@ def gemm_unpacked(shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, c, rs_c, 
             for ir in range(0, m, mr):
                 direct_microkernel(
                     shape, depth,
-                    a, ir * rs_a + pc * cs_a, rs_a, cs_a,
-                    b, pc * rs_b + jr, rs_b,
-                    c, ir * rs_c + jr * cs_c, rs_c, cs_c,
+                    a, a_off + ir * rs_a + pc * cs_a, rs_a, cs_a,
+                    b, b_off + pc * rs_b + jr, rs_b,
+                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
                     min(mr, m - ir), min(nr, n - jr),
                     alpha, beta, mode, scratch,
                 )
@@ -40,8 +42,8 @@ def unpacked_entry(shape, alpha, beta, a, b, c, kc, scratch):
     size = a.itemsize
     gemm_unpacked(
         shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
-        address(a), a.strides[0] // size, a.strides[1] // size,
-        address(b), b.strides[0] // size,
-        address(c), c.strides[0] // size, c.strides[1] // size,
+        address(a), 0, a.strides[0] // size, a.strides[1] // size,
+        address(b), 0, b.strides[0] // size,
+        address(c), 0, c.strides[0] // size, c.strides[1] // size,
         kc, address(scratch),
     )

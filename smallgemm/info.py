@@ -1,0 +1,63 @@
+"""``smallgemm.info()``: what runs here and why — CPU, kernel, block sizes, threads, versions."""
+
+from __future__ import annotations
+
+import llvmlite
+import numba
+import numpy as np
+
+from . import __version__, cpu, dispatch, plan, threads
+
+
+def threading_layer() -> str:
+    """The Numba threading layer in use, or the configured one if none has started yet."""
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel region has run in this process yet
+        return f"{numba.config.THREADING_LAYER} (not started)"
+
+
+def info() -> dict:
+    """A JSON-ready description of smallgemm on this machine."""
+    kernel = dispatch.current()
+    return {
+        "smallgemm": __version__,
+        "cpu": cpu.describe(),
+        "kernel": {
+            "name": kernel.name,
+            "detected": dispatch.detect().name,
+            "description": kernel.description,
+            "tiles": {dt: kernel.tile_name(dt) for dt in ("float32", "float64")},
+        },
+        "block_sizes": {
+            dt: vars(plan.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
+        },
+        "threads": {
+            "num_threads": threads.get_num_threads(),
+            "numba_pool": threads.pool_size(),
+            "threading_layer": threading_layer(),
+        },
+        "versions": {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": np.__version__},
+    }
+
+
+def format_info(data: dict) -> str:
+    """``info()`` as the text ``python -m smallgemm info`` prints."""
+    c = data["cpu"]
+    lines = [
+        f"smallgemm {data['smallgemm']}",
+        f"CPU            {c['model']} ({c['llvm_cpu']}, {c['machine']}), {c['cores']} cores",
+        f"SIMD features  {' '.join(c['features'])}",
+        "caches         " + ", ".join(
+            f"L{x['level']} {x['size'] // 1024} KiB {x['ways']}-way ({x['source']})" for x in c["caches"]
+        ),
+        f"kernel         {data['kernel']['name']} (detected: {data['kernel']['detected']}): "
+        + ", ".join(data["kernel"]["tiles"].values()),
+    ]
+    for dt, sizes in data["block_sizes"].items():
+        lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")
+    t = data["threads"]
+    lines.append(f"threads        {t['num_threads']} (Numba pool {t['numba_pool']}, layer {t['threading_layer']})")
+    v = data["versions"]
+    lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
+    return "\n".join(lines)

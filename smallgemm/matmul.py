@@ -1,0 +1,177 @@
+"""``smallgemm.matmul``: a drop-in ``numpy.matmul``.
+
+Same semantics as NumPy: 1-D operands are promoted and the added axis removed,
+batch dimensions broadcast, the result dtype is NumPy's, ``out=`` follows the
+``same_kind`` casting rule and may overlap an input.  float32 and float64
+operands take the fast path; every other dtype (integers, bool, complex,
+float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import plan
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_FAST = (_F32, _F64)
+
+
+def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
+    return ValueError(f"matmul: operands with shapes {a_shape} and {b_shape} do not match: {detail}")
+
+
+def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"matmul: out must be one array, got a tuple of {len(out)}")
+        out = out[0]
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"matmul: out must be a numpy array, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"matmul: out has shape {out.shape} but the result has shape {shape}")
+    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
+        # NumPy's own message (numpy._core._exceptions._UFuncOutputCastingError).
+        raise TypeError(
+            f"Cannot cast ufunc 'matmul' output from {dtype!r} to {out.dtype!r} with casting rule 'same_kind'"
+        )
+    if not out.flags.writeable:
+        raise ValueError("matmul: out is read-only")
+    return out
+
+
+def _writable_target(out: np.ndarray, dtype: np.dtype, a: np.ndarray, b: np.ndarray) -> bool:
+    """True when the product can be written straight into ``out``."""
+    if out.dtype != dtype or any(s % dtype.itemsize for s in out.strides):
+        return False
+    return not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+
+
+def _fold_rows(x: np.ndarray) -> np.ndarray | None:
+    """``x[..., m, k]`` as one ``(batch*m, k)`` view, or None if its strides forbid it."""
+    view = x.view()
+    try:
+        view.shape = (-1, x.shape[-1])  # raises instead of copying
+    except AttributeError:
+        return None
+    return view
+
+
+def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
+    """Element offset of each matrix of ``x``'s stack, broadcast to ``batch_shape``."""
+    nb = len(batch_shape)
+    offsets = np.zeros(batch_shape, dtype=np.int64)
+    lead = nb - (x.ndim - 2)
+    for axis in range(x.ndim - 2):
+        if x.shape[axis] == 1:
+            continue  # broadcast (or a single matrix): offset 0
+        index_shape = [1] * nb
+        index_shape[lead + axis] = x.shape[axis]
+        step = x.strides[axis] // x.itemsize
+        offsets = offsets + (np.arange(x.shape[axis], dtype=np.int64) * step).reshape(index_shape)
+    return np.ascontiguousarray(np.broadcast_to(offsets, batch_shape)).reshape(-1)
+
+
+def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """c[...] = a @ b for a, b of c's dtype, shapes already checked and broadcastable."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if c.size == 0:
+        return
+    if k == 0:
+        c[...] = 0
+        return
+    if c.ndim == 2:
+        plan.run(1.0, a, b, 0.0, c)
+        return
+    if b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
+        # One B shared by a stack of A's (a linear layer): one tall product.
+        a_rows, c_rows = _fold_rows(a), _fold_rows(c)
+        if a_rows is not None and c_rows is not None:
+            plan.run(1.0, a_rows, b, 0.0, c_rows)
+            return
+    batch_shape = c.shape[:-2]
+    plan.run_batch(
+        a[(0,) * (a.ndim - 2)],
+        b[(0,) * (b.ndim - 2)],
+        c[(0,) * (c.ndim - 2)],
+        _element_offsets(a, batch_shape),
+        _element_offsets(b, batch_shape),
+        _element_offsets(c, batch_shape),
+    )
+
+
+def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` as ``dtype`` with whole-element strides (a view when it already is)."""
+    if x.dtype != dtype:
+        return x.astype(dtype)  # float32 -> float64 is exact
+    if any(s % dtype.itemsize for s in x.strides):
+        return np.ascontiguousarray(x)
+    return x
+
+
+def matmul(a, b, out=None):
+    """Matrix product with exactly ``numpy.matmul``'s semantics (see the module docstring).
+
+    ``out`` may also be given positionally; it may be non-contiguous (it is
+    written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
+    given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
+    """
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if not isinstance(b, np.ndarray):
+        b = np.asarray(b)
+    da, db = a.dtype, b.dtype
+    if (da is not _F32 and da is not _F64 and da not in _FAST) or (
+        db is not _F32 and db is not _F64 and db not in _FAST
+    ) or a.ndim == 0 or b.ndim == 0:
+        # Not ours: NumPy gives the result (or its own error, e.g. for 0-d operands).
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    dtype = _F64 if (da == _F64 or db == _F64) else _F32
+
+    a_shape, b_shape = a.shape, b.shape
+    vector_a, vector_b = a.ndim == 1, b.ndim == 1
+    if vector_a:
+        a = a[np.newaxis, :]
+    if vector_b:
+        b = b[:, np.newaxis]
+    if a.shape[-1] != b.shape[-2]:
+        raise _shape_error(
+            a_shape, b_shape,
+            f"the last dimension of the first ({a.shape[-1]}) differs from the "
+            f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
+        )
+    if a.ndim == 2 and b.ndim == 2:
+        batch_shape = ()
+    else:
+        try:
+            batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise _shape_error(
+                a_shape, b_shape, f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast"
+            ) from None
+    full_shape = batch_shape + (a.shape[-2], b.shape[-1])
+    result_shape = batch_shape + ((() if vector_a else (a.shape[-2],)) + (() if vector_b else (b.shape[-1],)))
+
+    a = _fast_operand(a, dtype)
+    b = _fast_operand(b, dtype)
+    if out is None:
+        c = np.empty(full_shape, dtype=dtype)
+        _compute(a, b, c)
+        result = c.reshape(result_shape) if (vector_a or vector_b) else c
+        return result[()] if result.ndim == 0 else result
+
+    out = _check_out(out, result_shape, dtype)
+    target = out
+    if vector_a:
+        target = target[..., np.newaxis, :] if not vector_b else target[..., np.newaxis, np.newaxis]
+    elif vector_b:
+        target = target[..., np.newaxis]
+    if _writable_target(out, dtype, a, b):
+        _compute(a, b, target)
+    else:
+        c = np.empty(full_shape, dtype=dtype)
+        _compute(a, b, c)
+        np.copyto(target, c, casting="same_kind")
+    return out
