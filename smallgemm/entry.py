@@ -14,13 +14,14 @@ import threading
 import numpy as np
 from numba import from_dtype, types
 
-from .simd import TileShape, TileShapeType
+from .simd import TileShapeType
 
 
-def _argument_types(kinds: tuple[str, ...], shape: TileShape, dtype: np.dtype) -> tuple:
+def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
     scalar = from_dtype(dtype)
     table = {
-        "shape": TileShapeType(shape),
+        "shape": TileShapeType(kernel.shape),
+        "narrow": TileShapeType(kernel.narrow),
         "scalar": scalar,
         "matrix": types.Array(scalar, 2, "A", readonly=True),
         "out": types.Array(scalar, 2, "A"),
@@ -35,7 +36,7 @@ def _argument_types(kinds: tuple[str, ...], shape: TileShape, dtype: np.dtype) -
 class Entry:
     """One jitted entry function and the kinds of its arguments, in order.
 
-    Kinds: ``shape`` (the kernel's TileShape), ``scalar`` (of the dtype),
+    Kinds: ``shape`` / ``narrow`` (the kernel's TileShapes), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
     (1-D contiguous int64 array).
@@ -47,13 +48,13 @@ class Entry:
         self._compiled: dict = {}
         self._lock = threading.Lock()
 
-    def get(self, shape: TileShape, dtype: np.dtype):
-        """The native entry point for this kernel shape and dtype."""
-        key = (shape, dtype.char)
+    def get(self, kernel, dtype: np.dtype):
+        """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
+        key = (kernel.name, dtype.char)
         fn = self._compiled.get(key)
         if fn is None:
             with self._lock:  # compile (or load from the cache) once, even under threads
                 fn = self._compiled.get(key)
                 if fn is None:
-                    fn = self._compiled[key] = self.dispatcher.compile(_argument_types(self.kinds, shape, dtype))
+                    fn = self._compiled[key] = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
         return fn

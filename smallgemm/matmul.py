@@ -60,6 +60,9 @@ def _fold_rows(x: np.ndarray) -> np.ndarray | None:
 
 def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
     """Element offset of each matrix of ``x``'s stack, broadcast to ``batch_shape``."""
+    if x.ndim == 3 and len(batch_shape) == 1 and x.shape[0] == batch_shape[0]:
+        # One batch axis, not broadcast: evenly spaced matrices (the common case).
+        return np.arange(x.shape[0], dtype=np.int64) * (x.strides[0] // x.itemsize)
     nb = len(batch_shape)
     offsets = np.zeros(batch_shape, dtype=np.int64)
     lead = nb - (x.ndim - 2)
@@ -118,6 +121,18 @@ def matmul(a, b, out=None):
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
+        # Small 2-D products: the least Python between the call and the kernel.
+        dtype = a.dtype
+        if dtype is b.dtype and (dtype is _F32 or dtype is _F64):
+            m, k = a.shape
+            k_b, n = b.shape
+            size = dtype.itemsize
+            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and b.strides[1] == size:
+                if a.strides[0] % size == 0 and a.strides[1] % size == 0 and b.strides[0] % size == 0:
+                    c = np.empty((m, n), dtype)
+                    plan.run_small(a, b, c)
+                    return c
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
     if not isinstance(b, np.ndarray):

@@ -23,10 +23,12 @@ _BLOCKED = Entry(
     gemm_entry,
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
 )
-_UNPACKED = Entry(unpacked_entry, ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer"))
+_UNPACKED = Entry(
+    unpacked_entry, ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer")
+)
 _BATCHED = Entry(
     batch_entry,
-    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
+    ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
      "int", "int", "int", "buffer", "buffer", "buffer"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
@@ -77,15 +79,17 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "sizes", "workspace", "blocked", "unpacked", "batched", "version")
+    __slots__ = ("shape", "narrow", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
+        self.narrow = kernel.narrow
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
-        self.blocked = _BLOCKED.get(kernel.shape, dtype)
-        self.unpacked = _UNPACKED.get(kernel.shape, dtype)
-        self.batched = _BATCHED.get(kernel.shape, dtype)
+        self.blocked = _BLOCKED.get(kernel, dtype)
+        self.unpacked = _UNPACKED.get(kernel, dtype)
+        self.batched = _BATCHED.get(kernel, dtype)
+        self.one, self.zero = dtype.type(1), dtype.type(0)
         self.version = version
 
 
@@ -137,7 +141,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     scalar = dtype.type
     ws = prep.workspace
     if _use_unpacked(m, n, k, b):
-        prep.unpacked(prep.shape, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
+        prep.unpacked(prep.shape, prep.narrow, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
         return
     sizes = prep.sizes
     prep.blocked(
@@ -159,8 +163,17 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     dtype = c.dtype
     prep = prepared(dispatch.current(), dtype)
     ws, sizes = prep.workspace, prep.sizes
-    one, zero = dtype.type(1), dtype.type(0)
     prep.batched(
-        prep.shape, one, zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
+        prep.shape, prep.narrow, prep.one, prep.zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )
+
+
+def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """C = A.B on the unpacked path, for callers that checked it applies.
+
+    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, unit-stride rows of
+    B and C; the cheapest way in (matmul's small-matrix path).
+    """
+    prep = prepared(dispatch.current(), c.dtype)
+    prep.unpacked(prep.shape, prep.narrow, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch)

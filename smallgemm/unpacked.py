@@ -16,9 +16,24 @@ from .simd import address, tile_cols, tile_rows
 
 @njit(cache=True)
 def gemm_unpacked(
+    shape, narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
+):
+    """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows).
+
+    ``narrow`` is the kernel's one-vector tile, used when n fits in it: a 16x16
+    float32 product then computes no padding and writes C with vector stores.
+    """
+    if n <= tile_cols(narrow, a):
+        unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+    else:
+        unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+
+
+@njit(cache=True)
+def unpacked_tiles(
     shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
 ):
-    """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows)."""
+    """PC, JR, IR loops over the tiles of ``shape``, each from the unpacked operands."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, a)
     for pc in range(0, k, kc):  # PC: the same KC blocks as the blocked driver
@@ -37,11 +52,11 @@ def gemm_unpacked(
 
 
 @njit(cache=True)
-def unpacked_entry(shape, alpha, beta, a, b, c, kc, scratch):
+def unpacked_entry(shape, narrow, alpha, beta, a, b, c, kc, scratch):
     """Entry from Python: 2-D arrays of one dtype, C not overlapping A or B."""
     size = a.itemsize
     gemm_unpacked(
-        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        shape, narrow, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
         address(a), 0, a.strides[0] // size, a.strides[1] // size,
         address(b), 0, b.strides[0] // size,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,

@@ -23,6 +23,9 @@ class Kernel:
 
     name: str
     shape: TileShape
+    # One vector wide: for products whose n fits one vector (many small
+    # matrices), where the full tile would mostly compute padding.
+    narrow: TileShape
     requires: tuple[str, ...]
     description: str
 
@@ -46,6 +49,7 @@ KERNELS: tuple[Kernel, ...] = (
         "avx512",
         # 28 of the 32 zmm registers hold the tile; 2 hold the B row, 1 the A element.
         TileShape(rows=14, vectors=2, bits=512, fused=True),
+        TileShape(rows=16, vectors=1, bits=512, fused=True),
         ("avx512f", "fma"),
         "AVX-512: 14x32 float32, 14x16 float64",
     ),
@@ -54,6 +58,7 @@ KERNELS: tuple[Kernel, ...] = (
         # 12 of the 16 ymm registers hold the tile; the 14x32 tile split into ymm
         # halves spills (92 GFLOP/s measured), so AVX2 gets its own shape.
         TileShape(rows=6, vectors=2, bits=256, fused=True),
+        TileShape(rows=8, vectors=1, bits=256, fused=True),
         ("avx2", "fma"),
         "AVX2+FMA: 6x16 float32, 6x8 float64",
     ),
@@ -62,6 +67,7 @@ KERNELS: tuple[Kernel, ...] = (
         # 128-bit vectors exist on every x86-64 (SSE2) and AArch64 (NEON) CPU;
         # fmuladd lets LLVM fuse only where the target has a fast FMA.
         TileShape(rows=4, vectors=2, bits=128, fused=False),
+        TileShape(rows=4, vectors=1, bits=128, fused=False),
         (),
         "portable 128-bit: 4x8 float32, 4x4 float64",
     ),
