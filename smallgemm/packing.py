@@ -14,13 +14,14 @@ Layouts (docs/kernels.md):
 
 from numba import njit
 
-from .simd import copy_vector, tile_cols, tile_lanes, tile_rows
+from .simd import copy_vector, pack_a_rows_block, tile_cols, tile_lanes, tile_rows
 
 
 @njit(cache=True)
 def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
     """Pack the ``rows x depth`` block of A at ``a_off`` into MR-row panels."""
     mr = tile_rows(shape)
+    lanes = tile_lanes(shape, a)
     zero = buf[0] * 0
     for i0 in range(0, rows, mr):
         panel = buf_off + i0 * depth
@@ -33,10 +34,17 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
                 for i in range(live):
                     buf[panel + p * mr + i] = a[col + i]
         else:
+            p0 = 0
+            if cs == 1 and live == mr:
+                # Rows of A are contiguous: LANES k at a time, MR vector loads
+                # transposed in registers (~3x faster than the scalar gather).
+                while p0 + lanes <= depth:
+                    pack_a_rows_block(shape, a, src + p0, rs, buf, panel + p0 * mr)
+                    p0 += lanes
             # Gather one element from each of the MR rows per k: MR sequential
             # read streams and contiguous writes (25 % faster than row by row,
             # which writes with a stride of MR).
-            for p in range(depth):
+            for p in range(p0, depth):
                 col = src + p * cs
                 for i in range(live):
                     buf[panel + p * mr + i] = a[col + i * rs]

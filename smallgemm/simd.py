@@ -444,3 +444,81 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
         return acc
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
+
+
+def _transpose(builder, rows, lanes):
+    """Transpose a square block of ``lanes`` vectors of ``lanes`` lanes (butterfly of 2-input shuffles).
+
+    Stage ``h`` swaps bit ``h`` of the row index with bit ``h`` of the lane
+    index; after all log2(lanes) stages, out[r][c] = in[c][r].
+    """
+    i32 = ir.IntType(32)
+    h = 1
+    while h < lanes:
+        new = list(rows)
+        for r in range(lanes):
+            if r & h:
+                continue
+            lo, hi = rows[r], rows[r + h]
+            # new[r][c]   = lo[c]        if c&h == 0 else hi[c-h]
+            # new[r+h][c] = lo[c+h]      if c&h == 0 else hi[c]
+            m_lo = [c if not c & h else lanes + c - h for c in range(lanes)]
+            m_hi = [c + h if not c & h else lanes + c for c in range(lanes)]
+            new[r] = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, lanes), m_lo))
+            new[r + h] = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, lanes), m_hi))
+        rows = new
+        h *= 2
+    return rows
+
+
+def _masked_store(builder, value, ptr, live):
+    """Store the first ``live`` lanes of ``value`` at ``ptr`` (a plain store when all are live)."""
+    vec = value.type
+    if live == vec.count:
+        builder.store(value, ptr, align=1)
+        return
+    i1 = ir.IntType(1)
+    mask = ir.Constant(ir.VectorType(i1, vec.count), [1 if j < live else 0 for j in range(vec.count)])
+    lane = "f32" if isinstance(vec.element, ir.FloatType) else "f64"
+    name = f"llvm.masked.store.v{vec.count}{lane}.p0v{vec.count}{lane}"
+    fn = builder.module.declare_intrinsic(
+        name, fnty=ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type])
+    )
+    builder.call(fn, [value, ptr, ir.Constant(ir.IntType(32), 1), mask])
+
+
+@intrinsic
+def pack_a_rows_block(typingctx, shape, src, src_off, rs, dst, dst_off):
+    """Pack a full MR x LANES block of A whose rows are unit-stride (row stride ``rs``).
+
+    Reads LANES consecutive k of each of the MR rows at ``src + src_off + i*rs``
+    with vector loads, transposes them in registers and writes the LANES columns
+    (MR elements each) contiguously at ``dst + dst_off``: the panel layout of
+    ``pack_a`` for k = 0..LANES-1.  A plain copy: no arithmetic on the values.
+    """
+    dtype = _float_pointer(src)
+    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, sp, so, rstride, dp, do = args
+        vec = _vector_type(s, dtype)
+        lanes = vec.count
+        undef = ir.Constant(vec, ir.Undefined)
+        for q0 in range(0, s.rows, lanes):
+            live = min(lanes, s.rows - q0)
+            rows = []
+            for i in range(lanes):
+                if i < live:
+                    off = builder.add(so, builder.mul(rstride, ir.Constant(_I64, q0 + i)))
+                    rows.append(builder.load(_vector_ptr(builder, sp, off, vec), align=1))
+                else:
+                    rows.append(undef)
+            cols = _transpose(builder, rows, lanes)
+            for p in range(lanes):
+                off = builder.add(do, ir.Constant(_I64, p * s.rows + q0))
+                _masked_store(builder, cols[p], _vector_ptr(builder, dp, off, vec), live)
+        return context.get_dummy_value()
+
+    return types.void(shape, src, src_off, rs, dst, dst_off), codegen
