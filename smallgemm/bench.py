@@ -49,21 +49,45 @@ def format_line(name: str, shape: tuple[int, int, int], timing: Timing, flops: f
     )
 
 
-def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int) -> list[Timing]:
-    """Time each call ``repeats`` times, alternating between them after one warm-up each."""
+# With several threads, a library's idle workers keep spinning for a while after
+# a call (OpenBLAS ~0.1 s) and steal the cores from the next library's call:
+# strict alternation measured runs up to 2x slower.  With threads, libraries
+# therefore alternate in blocks: a pause for the other's workers to fall asleep,
+# one untimed run to wake this one's, then the timed runs.
+SETTLE_SECONDS = 0.15
+BLOCKS = 3
+
+
+def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle: float = 0.0) -> list[Timing]:
+    """Time each call ``repeats`` times, alternating between them after one warm-up each.
+
+    With ``settle`` > 0 the calls alternate in BLOCKS blocks, each preceded by a
+    pause of ``settle`` seconds and an untimed run (see SETTLE_SECONDS).
+    """
     for call in calls:
         call()
     timings = [Timing([]) for _ in calls]
-    for _ in range(repeats):
+    if not settle:
+        for _ in range(repeats):
+            for call, timing in zip(calls, timings):
+                start = time.perf_counter()
+                call()
+                timing.seconds.append(time.perf_counter() - start)
+        return timings
+    per_block = max(1, -(-repeats // BLOCKS))
+    for _ in range(BLOCKS):
         for call, timing in zip(calls, timings):
-            start = time.perf_counter()
+            time.sleep(settle)
             call()
-            timing.seconds.append(time.perf_counter() - start)
+            for _ in range(per_block):
+                start = time.perf_counter()
+                call()
+                timing.seconds.append(time.perf_counter() - start)
     return timings
 
 
 def repeats_for(seconds_per_call: float) -> int:
-    return max(3, min(50, int(TARGET_SECONDS / max(seconds_per_call, 1e-9))))
+    return max(5, min(50, int(TARGET_SECONDS / max(seconds_per_call, 1e-9))))
 
 
 def openblas_kernel() -> str:
@@ -91,7 +115,8 @@ def run(shapes, dtype: np.dtype, threads: int, out=sys.stdout) -> list[dict]:
           f"dtype {np.dtype(dtype).name}, {threads} thread(s), timings interleaved", file=out)
     rng = np.random.default_rng(0)
     records = []
-    with threadpool_limits(threads, user_api="blas"):
+    settle = SETTLE_SECONDS if threads > 1 else 0.0
+    with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
         for shape in shapes:
             m, n, k = shape
             a = rng.standard_normal((m, k)).astype(dtype)
@@ -101,7 +126,7 @@ def run(shapes, dtype: np.dtype, threads: int, out=sys.stdout) -> list[dict]:
             ours = lambda: smallgemm.gemm(1.0, a, b, c=c, overwrite_c=True)  # noqa: E731
             theirs = lambda: np.matmul(a, b, out=c)  # noqa: E731
             probe = time_interleaved([ours], 1)[0].median
-            timings = time_interleaved([ours, theirs], repeats_for(probe))
+            timings = time_interleaved([ours, theirs], repeats_for(probe), settle)
             print(format_line("smallgemm", shape, timings[0], flops), file=out)
             print(format_line("numpy", shape, timings[1], flops), file=out)
             ratio = timings[1].median / timings[0].median

@@ -29,6 +29,8 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
         "int": types.int64,
         "bool": types.boolean,
         "offsets": types.Array(types.int64, 1, "C", readonly=True),
+        "counter": types.Array(types.int64, 1, "C"),
+        "log": types.Array(types.int64, 1, "C"),
     }
     return tuple(table[k] for k in kinds)
 

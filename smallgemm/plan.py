@@ -12,11 +12,12 @@ import threading
 
 import numpy as np
 
-from . import blocking, dispatch, workspace
+from . import blocking, dispatch, threads, workspace
 from .batched import batch_entry
 from .driver import gemm_entry
 from .entry import Entry
 from .kernels import Kernel
+from .parallel import parallel_entry
 from .unpacked import unpacked_entry
 
 _BLOCKED = Entry(
@@ -26,6 +27,11 @@ _BLOCKED = Entry(
 _UNPACKED = Entry(
     unpacked_entry, ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer")
 )
+_PARALLEL = Entry(
+    parallel_entry,
+    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int",
+     "buffer", "buffer", "buffer", "counter", "log", "log"),
+)
 _BATCHED = Entry(
     batch_entry,
     ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
@@ -34,6 +40,14 @@ _BATCHED = Entry(
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
 UNPACKED_MAX_VOLUME = 64 * 64 * 64
+# Below this many multiply-adds a product stays on one thread: starting the
+# workers and the barriers cost more than they give (docs/design.md).
+PARALLEL_MIN_VOLUME = 128 * 128 * 128
+_EMPTY_LOG = np.zeros(0, dtype=np.int64)
+# One parallel product at a time: Numba's workqueue layer cannot launch two at
+# once, and two products each using every core would oversubscribe them.  A
+# call that finds the workers busy runs on its own thread (same bits).
+_parallel_lock = threading.Lock()
 
 # Block sizes in force, by (kernel name, dtype char).
 _block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
@@ -137,16 +151,34 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if swapped:
         m, n = n, m
     dtype = c.dtype
-    prep = prepared(dispatch.current(), dtype)
+    kernel = dispatch.current()
+    prep = prepared(kernel, dtype)
     scalar = dtype.type
     ws = prep.workspace
     if _use_unpacked(m, n, k, b):
         prep.unpacked(prep.shape, prep.narrow, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
         return
+    workers = threads.get_num_threads()
+    if workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME and _parallel_lock.acquire(blocking=False):
+        try:
+            run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers)
+        finally:
+            _parallel_lock.release()
+        return
     sizes = prep.sizes
     prep.blocked(
         prep.shape, scalar(alpha), scalar(beta), a, b, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=_EMPTY_LOG, log_rows=_EMPTY_LOG):
+    """The blocked product on ``workers`` workers (``log_*``: the tests' task-recording hook)."""
+    sizes = prep.sizes
+    ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
+    _PARALLEL.get(kernel, dtype)(
+        prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, workers,
+        ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
     )
 
 

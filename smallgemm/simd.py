@@ -159,6 +159,18 @@ def address(typingctx, arr):
 
 
 @intrinsic
+def advance(typingctx, ptr, count):
+    """``ptr + count`` elements (pointer arithmetic, e.g. one thread's part of a buffer)."""
+    if not isinstance(ptr, types.CPointer) or not isinstance(count, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return ptr(ptr, count), codegen
+
+
+@intrinsic
 def multiply_add(typingctx, shape, x, y, z):
     """x*y + z with the shape's rule: fused (one rounding) or ``llvm.fmuladd``.
 

@@ -2,7 +2,9 @@
 
 Set by ``SMALLGEMM_NUM_THREADS``, :func:`set_num_threads`, the
 :func:`num_threads` context manager or ``threadpoolctl.threadpool_limits``; the
-default is the number of threads Numba's pool has (the cores it sees).  A
+default is the number of threads Numba's pool has (the cores it sees), except
+in the worker processes of a process pool, where it is 1: a pool already puts
+one process on each core, and each using every core would oversubscribe them.  A
 value above Numba's pool size is allowed: the work is then cut for that many
 workers, which Numba's threads run in turn (results do not depend on it).
 """
@@ -10,6 +12,7 @@ workers, which Numba's threads run in turn (results do not depend on it).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import numbers
 import threading
 from collections.abc import Iterator
@@ -19,7 +22,15 @@ import numba
 from . import settings
 
 _lock = threading.Lock()
-_num_threads: int = settings.NUM_THREADS or numba.config.NUMBA_NUM_THREADS
+def _default() -> int:
+    if settings.NUM_THREADS is not None:
+        return settings.NUM_THREADS
+    if multiprocessing.parent_process() is not None:
+        return 1
+    return numba.config.NUMBA_NUM_THREADS
+
+
+_num_threads: int = _default()
 
 
 def _checked(n) -> int:

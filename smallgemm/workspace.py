@@ -26,28 +26,33 @@ def aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
 
 @dataclass
 class Workspace:
-    """Buffers for one call: A blocks (one per thread), the shared B slice, edge tiles."""
+    """Buffers for one call: A blocks and edge tiles (one per worker), the shared B slice,
+    and the task counter of the parallel driver (alone on its cache line)."""
 
     abuf: np.ndarray
     bbuf: np.ndarray
     scratch: np.ndarray
+    counter: np.ndarray
 
 
 _local = threading.local()
 
 
 def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) -> Workspace:
-    """This thread's workspace for these block sizes, allocated on first use."""
+    """This Python thread's workspace for these block sizes and workers, allocated on first use."""
     cache = getattr(_local, "cache", None)
     if cache is None:
         cache = _local.cache = {}
     key = (np.dtype(dtype).char, sizes, mr, nr, threads)
     ws = cache.get(key)
     if ws is None:
-        cache.clear()  # keep one workspace per thread: memory stays bounded
+        # Keep one workspace per (Python thread, dtype): memory stays bounded.
+        for old in [k for k in cache if k[0] == key[0]]:
+            del cache[old]
         ws = cache[key] = Workspace(
             abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
             bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
+            counter=aligned_empty(ALIGN // 8, np.int64),
         )
     return ws

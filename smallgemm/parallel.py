@@ -1,0 +1,110 @@
+"""The five-loop driver on several threads, with an atomic task counter.
+
+For each NC x KC slice of B (JC, PC loops, never parallel: PC carries the sum):
+
+1. the slice is packed once, panel by panel, into one buffer all threads read
+   (it lives in the shared L3);
+2. row-block tasks (an MC-row block of A and C, times a group of the slice's
+   NR-column panels) are handed out by a fetch-and-add on a shared counter, so a
+   thread that finishes early takes the next task and all finish together.
+   Each thread packs its A block into its own part of the A buffer.
+
+Tasks only choose *which* tiles a thread computes, never *how*: every element
+is the same FMA chain per KC block, blocks merged in increasing order, so the
+result is bitwise identical for any number of threads and any schedule.
+
+``workers`` is the number of logical workers (``prange`` iterations); it may
+exceed Numba's pool, whose threads then run several workers in turn.
+"""
+
+from numba import njit, prange
+
+from .driver import merge_mode, pack_b_task, row_block_task
+from .simd import address, advance, atomic_fetch_add, tile_cols, tile_rows
+
+# At least this many row-block tasks per worker, so that uneven tasks even out
+# (seed 001); when rows are too few for that, columns are split too.
+TASKS_PER_WORKER = 3
+
+
+@njit(cache=True)
+def task_split(m, cols, mc, mr, nr, workers):
+    """(rows per block, row blocks, column groups, panels per group) for the row-block tasks.
+
+    Row blocks are at most MC rows, of equal size (a multiple of MR) and, where
+    possible, a multiple of the worker count, so that no worker is left with
+    the last short block while others wait; when there are fewer than
+    TASKS_PER_WORKER per worker, the columns are split too.  None of this
+    changes a sum: only KC does.
+    """
+    row_blocks = (m + mc - 1) // mc
+    if row_blocks > 1 or workers > 1:
+        row_blocks = (row_blocks + workers - 1) // workers * workers
+    block_rows = ((m + row_blocks - 1) // row_blocks + mr - 1) // mr * mr
+    row_blocks = (m + block_rows - 1) // block_rows
+    panels = (cols + nr - 1) // nr
+    wanted = TASKS_PER_WORKER * workers
+    groups = min(panels, max(1, (wanted + row_blocks - 1) // row_blocks))
+    per_group = (panels + groups - 1) // groups
+    groups = (panels + per_group - 1) // per_group
+    return block_rows, row_blocks, groups, per_group
+
+
+@njit(cache=True)
+def record(log, task):
+    """Test hook: count that ``task`` ran (``log`` is empty in normal calls)."""
+    if log.shape[0] > 0:
+        atomic_fetch_add(advance(address(log), task), 1)
+
+
+@njit(cache=True, parallel=True)
+def gemm_parallel(
+    shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows,
+):
+    """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1)."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    next_task = address(counter)
+    for jc in range(0, n, nc):  # JC
+        cols = min(nc, n - jc)
+        panels = (cols + nr - 1) // nr
+        block_rows, row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
+        row_tasks = row_blocks * groups
+        for pc in range(0, k, kc):  # PC
+            depth = min(kc, k - pc)
+            b_slice = pc * rs_b + jc * cs_b
+            counter[0] = 0
+            for w in prange(workers):  # pack the B slice, one NR panel per task
+                task = atomic_fetch_add(next_task, 1)
+                while task < panels:
+                    record(log_b, task)
+                    pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
+                    task = atomic_fetch_add(next_task, 1)
+            mode = merge_mode(pc, beta)
+            counter[0] = 0
+            for w in prange(workers):  # IC (and column groups of JR) as tasks
+                my_abuf = advance(abuf, w * mc * kc)
+                my_scratch = advance(scratch, w * mr * nr)
+                task = atomic_fetch_add(next_task, 1)
+                while task < row_tasks:
+                    record(log_rows, task)
+                    row_block_task(
+                        shape, task, groups, per_group, block_rows, m, cols, depth,
+                        a, pc * cs_a, rs_a, cs_a, bbuf, c, jc * cs_c, rs_c, cs_c,
+                        alpha, beta, mode, my_abuf, my_scratch,
+                    )
+                    task = atomic_fetch_add(next_task, 1)
+
+
+@njit(cache=True)
+def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows):
+    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
+    size = a.itemsize
+    gemm_parallel(
+        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size,
+        address(b), b.strides[0] // size, b.strides[1] // size,
+        address(c), c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
+    )

@@ -1,0 +1,181 @@
+"""The parallel driver: bitwise-identical results for any thread count, every task run
+exactly once, correct results under concurrent calls, whatever the threading layer."""
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import smallgemm
+from smallgemm import dispatch, plan
+from conftest import random_matrix
+from reference import assert_close
+
+THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    """Let even small products take the parallel driver."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+
+
+def products_by_thread_count(a, b, beta=0.0, c=None):
+    results = []
+    for n in THREAD_COUNTS:
+        with smallgemm.num_threads(n):
+            results.append(smallgemm.gemm(0.75, a, b, beta=beta, c=c))
+    return results
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (37, 45, 23), (97, 130, 61), (15, 300, 7)], ids=str)
+def test_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, shape):
+    rng = np.random.default_rng(0)
+    m, n, k = shape
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype, "F")
+    c = random_matrix(rng, (m, n), dtype)
+    results = products_by_thread_count(a, b, beta=-0.5, c=c)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 0.75, a, b, -0.5, c)
+
+
+def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
+    rng = np.random.default_rng(1)
+    sizes = plan.block_sizes(kernel, dtype)
+    m, n, k = sizes.mc * 2 + 5, kernel.nr(dtype) * 5 + 3, sizes.kc + 9
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype)
+    results = products_by_thread_count(a, b)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 0.75, a, b)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
+    kernel = dispatch.current()
+    rng = np.random.default_rng(2)
+    sizes = tiny_blocks
+    m, n, k = 5 * sizes.mc + 3, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype)
+    c = np.empty((m, n), dtype)
+    log_b = np.zeros(1000, np.int64)
+    log_rows = np.zeros(1000, np.int64)
+    prep = plan.prepared(kernel, dtype)
+    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, log_b, log_rows)
+    assert_close(c, 1.0, a, b)
+    pc_blocks = -(-k // sizes.kc)
+    nr, mr = kernel.nr(dtype), kernel.mr()
+    slices = [min(sizes.nc, n - jc) for jc in range(0, n, sizes.nc)]
+    # Each JC slice packs its panels once per PC block: panel q ran once per
+    # (slice with more than q panels, PC block).
+    expected_b = np.zeros(1000, np.int64)
+    expected_rows = np.zeros(1000, np.int64)
+    from smallgemm.parallel import task_split
+
+    for cols in slices:
+        expected_b[: -(-cols // nr)] += pc_blocks
+        _, row_blocks, groups, _ = task_split(m, cols, sizes.mc, mr, nr, workers)
+        expected_rows[: row_blocks * groups] += pc_blocks
+    np.testing.assert_array_equal(log_b, expected_b)
+    np.testing.assert_array_equal(log_rows, expected_rows)
+
+
+def test_task_split_keeps_workers_busy():
+    from smallgemm.parallel import TASKS_PER_WORKER, task_split
+
+    for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (100, 64, 8), (1, 4096, 4), (14, 32, 3)]:
+        block_rows, row_blocks, groups, per_group = task_split(m, cols, 196, 14, 32, workers)
+        panels = -(-cols // 32)
+        assert block_rows % 14 == 0 and block_rows <= 196
+        assert (row_blocks - 1) * block_rows < m <= row_blocks * block_rows
+        assert (groups - 1) * per_group < panels <= groups * per_group
+        assert row_blocks * groups >= min(TASKS_PER_WORKER * workers, row_blocks * panels)
+
+
+def test_concurrent_calls_from_python_threads(always_parallel):
+    rng = np.random.default_rng(3)
+    problems = []
+    for i in range(8):
+        dtype = np.float32 if i % 2 else np.float64
+        m, n, k = 30 + 7 * i, 50 + 5 * i, 40 + 3 * i
+        problems.append((random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)))
+    expected = [smallgemm.matmul(a, b) for a, b in problems]
+    failures = []
+
+    def worker(index):
+        a, b = problems[index]
+        try:
+            for _ in range(25):
+                got = smallgemm.matmul(a, b)
+                if not np.array_equal(got, expected[index]):
+                    failures.append(index)
+        except Exception as exc:  # reported below: a thread's exception must fail the test
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a call deadlocked"
+    assert not failures, failures
+    for (a, b), want in zip(problems, expected):
+        assert_close(want, 1.0, a, b)
+
+
+CONCURRENT_SCRIPT = """
+import threading, numpy as np, numba, smallgemm
+from smallgemm import plan
+plan.PARALLEL_MIN_VOLUME = 0
+rng = np.random.default_rng(0)
+a = rng.standard_normal((150, 90)); b = rng.standard_normal((90, 120))
+want = a @ b
+bad = []
+def work():
+    for _ in range(20):
+        if not np.allclose(smallgemm.matmul(a, b), want):
+            bad.append(1)
+threads = [threading.Thread(target=work) for _ in range(6)]
+[t.start() for t in threads]; [t.join() for t in threads]
+print(numba.threading_layer(), len(bad))
+"""
+
+
+@pytest.mark.parametrize("layer", ["workqueue", "omp"])
+def test_threading_layers_under_concurrency(layer):
+    import os
+
+    env = {**os.environ, "NUMBA_THREADING_LAYER": layer}
+    done = subprocess.run([sys.executable, "-c", CONCURRENT_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=600)
+    if done.returncode != 0 and "No threading layer could be loaded" in done.stderr:
+        pytest.skip(f"the {layer} layer is not available on this machine")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [layer, "0"]
+
+
+def test_process_pool_workers_default_to_one_thread(tmp_path):
+    import os
+
+    code = (
+        "import multiprocessing as mp\n"
+        "def f(_):\n"
+        "    import smallgemm\n"
+        "    return smallgemm.get_num_threads()\n"
+        "if __name__ == '__main__':\n"
+        "    with mp.get_context('spawn').Pool(2) as pool:\n"
+        "        print(pool.map(f, range(2)))\n"
+    )
+    script = tmp_path / "pool.py"  # spawned workers import the main module from its file
+    script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if k != "SMALLGEMM_NUM_THREADS"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1, 1]"
