@@ -1,7 +1,8 @@
 """smallgemm: a BLIS-style CPU matrix product for NumPy, written in Numba.
 
 Public API: ``matmul`` (a drop-in ``numpy.matmul``), ``gemm`` (BLAS-style,
-scipy's calling convention), kernel selection, thread settings and ``info``.
+scipy's calling convention), kernel selection, thread settings, ``info`` and
+``peak`` (the machine's measured limits).
 """
 
 __version__ = "0.1.0"
@@ -10,6 +11,7 @@ from .api import gemm
 from .dispatch import get_kernel, set_kernel, use_kernel
 from .info import info
 from .matmul import matmul
+from .peak import peak
 from .threads import get_num_threads, num_threads, set_num_threads
 from . import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
 
@@ -20,6 +22,7 @@ __all__ = [
     "info",
     "matmul",
     "num_threads",
+    "peak",
     "set_kernel",
     "set_num_threads",
     "use_kernel",

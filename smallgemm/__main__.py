@@ -35,9 +35,12 @@ def _bench(args) -> int:
 
 
 def _info(args) -> int:
-    from .info import format_info, info
+    from .info import format_info, format_peak, info
+    from .peak import peak
 
-    print(format_info(info()))
+    print(format_info(info()), flush=True)
+    if not args.no_peak:
+        print(format_peak(peak()))
     return 0
 
 
@@ -52,6 +55,7 @@ def main(argv=None) -> int:
                    help="do not remove OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the run")
     b.set_defaults(func=_bench)
     i = sub.add_parser("info", help="CPU, kernel, block sizes, threads and versions")
+    i.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak and bandwidth (~2 s)")
     i.set_defaults(func=_info)
     args = parser.parse_args(argv)
     return args.func(args)

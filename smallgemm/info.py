@@ -61,3 +61,16 @@ def format_info(data: dict) -> str:
     v = data["versions"]
     lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
     return "\n".join(lines)
+
+
+def format_peak(data: dict) -> str:
+    """``peak()`` as text: GFLOP/s per dtype and vector width, and the read bandwidth."""
+    lines = []
+    for name, figures in data["fma_gflops"].items():
+        dtype, bits = name.split("_")
+        lines.append(
+            f"FMA peak       {dtype} {bits}-bit: {figures['one_core']:.0f} GFLOP/s one core, "
+            f"{figures['all_cores']:.0f} on {figures['threads']} threads"
+        )
+    lines.append(f"read bandwidth {data['read_gb_per_s']:.1f} GB/s one core")
+    return "\n".join(lines)

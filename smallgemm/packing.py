@@ -14,7 +14,7 @@ Layouts (docs/kernels.md):
 
 from numba import njit
 
-from .simd import copy_vector, pack_a_rows_block, tile_cols, tile_lanes, tile_rows
+from .simd import copy_column, copy_vector, pack_a_rows_block, tile_cols, tile_lanes, tile_rows
 
 
 @njit(cache=True)
@@ -28,26 +28,25 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
         live = min(mr, rows - i0)
         src = a_off + i0 * rs
         if rs == 1:
-            # Columns of A are contiguous (A column-major or transposed).
+            # Columns of A are contiguous (A column-major or transposed): one
+            # masked vector copy per column, zero padding included.
             for p in range(depth):
-                col = src + p * cs
-                for i in range(live):
-                    buf[panel + p * mr + i] = a[col + i]
-        else:
-            p0 = 0
-            if cs == 1 and live == mr:
-                # Rows of A are contiguous: LANES k at a time, MR vector loads
-                # transposed in registers (~3x faster than the scalar gather).
-                while p0 + lanes <= depth:
-                    pack_a_rows_block(shape, a, src + p0, rs, buf, panel + p0 * mr)
-                    p0 += lanes
-            # Gather one element from each of the MR rows per k: MR sequential
-            # read streams and contiguous writes (25 % faster than row by row,
-            # which writes with a stride of MR).
-            for p in range(p0, depth):
-                col = src + p * cs
-                for i in range(live):
-                    buf[panel + p * mr + i] = a[col + i * rs]
+                copy_column(shape, a, src + p * cs, live, buf, panel + p * mr)
+            continue
+        p0 = 0
+        if cs == 1 and live == mr:
+            # Rows of A are contiguous: LANES k at a time, MR vector loads
+            # transposed in registers (~3x faster than the scalar gather).
+            while p0 + lanes <= depth:
+                pack_a_rows_block(shape, a, src + p0, rs, buf, panel + p0 * mr)
+                p0 += lanes
+        # Gather one element from each of the MR rows per k: MR sequential
+        # read streams and contiguous writes (25 % faster than row by row,
+        # which writes with a stride of MR).
+        for p in range(p0, depth):
+            col = src + p * cs
+            for i in range(live):
+                buf[panel + p * mr + i] = a[col + i * rs]
         if live < mr:
             for p in range(depth):
                 for i in range(live, mr):

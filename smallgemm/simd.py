@@ -534,3 +534,81 @@ def pack_a_rows_block(typingctx, shape, src, src_off, rs, dst, dst_off):
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, rs, dst, dst_off), codegen
+
+
+@intrinsic
+def fma_throughput_loop(typingctx, shape, src, iterations):
+    """Run ``iterations`` rounds of rows*vectors independent vector FMAs on registers.
+
+    Operands come from ``src`` (a few vectors) and the accumulators are reduced
+    into one scalar at the end, so LLVM can neither fold nor drop the loop: the
+    FMA peak of the core for this vector width and dtype, measured with the same
+    IR the kernels use.  Performs 2 * lanes * rows * vectors * iterations flops.
+    """
+    dtype = _float_pointer(src)
+    if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(iterations, types.Integer):
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, sp, count = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, True, vec)
+        x = builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, 0), vec), align=1)
+        y = builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, vec.count), vec), align=1)
+        start = [builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, 2 * vec.count), vec), align=1)]
+        n_acc = s.rows * s.vectors
+        entry = builder.block
+        loop = builder.append_basic_block("fma_loop")
+        done = builder.append_basic_block("fma_done")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        counter = builder.phi(_I64)
+        counter.add_incoming(ir.Constant(_I64, 0), entry)
+        accs = []
+        for _ in range(n_acc):
+            phi = builder.phi(vec)
+            phi.add_incoming(start[0], entry)
+            accs.append(phi)
+        new = [builder.call(fma, [acc, x, y]) for acc in accs]
+        nxt = builder.add(counter, ir.Constant(_I64, 1))
+        counter.add_incoming(nxt, loop)
+        for phi, value in zip(accs, new):
+            phi.add_incoming(value, loop)
+        builder.cbranch(builder.icmp_signed("<", nxt, count), loop, done)
+        builder.position_at_end(done)
+        total = new[0]
+        for value in new[1:]:
+            total = builder.fadd(total, value)
+        result = builder.extract_element(total, ir.Constant(ir.IntType(32), 0))
+        return result
+
+    return dtype(shape, src, iterations), codegen
+
+
+@intrinsic
+def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
+    """Copy ``live`` (<= MR) contiguous elements to dst and zero the rest up to MR.
+
+    One column of an A panel when A's columns are contiguous: masked vector
+    loads (lanes past ``live`` read nothing and give zero) and masked stores of
+    exactly MR lanes, so nothing outside the source column or the panel column
+    is touched.
+    """
+    dtype = _float_pointer(src)
+    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, sp, so, count, dp, do = args
+        vec = _vector_type(s, dtype)
+        for first in range(0, s.rows, vec.count):
+            lanes = min(vec.count, s.rows - first)
+            load_mask = _lane_mask(builder, count, first, vec.count)
+            value = _masked_load(builder, sp, builder.add(so, ir.Constant(_I64, first)), vec, load_mask)
+            off = builder.add(do, ir.Constant(_I64, first))
+            _masked_store(builder, value, _vector_ptr(builder, dp, off, vec), lanes)
+        return context.get_dummy_value()
+
+    return types.void(shape, src, src_off, live, dst, dst_off), codegen

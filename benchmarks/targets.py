@@ -1,0 +1,147 @@
+"""Measure the performance targets of the engine, matmul and threads issues; print Markdown.
+
+    python benchmarks/targets.py > targets.md
+
+Each row times smallgemm and its comparison interleaved in this one process
+(``smallgemm.bench.time_interleaved``: alternating runs with one thread, blocks
+with a settle pause with several) and reports the medians and their ratio.
+OpenBLAS's forcing variables are removed by re-running without them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from numba import njit
+from threadpoolctl import threadpool_limits
+
+import smallgemm
+from smallgemm import bench, dispatch
+from smallgemm.kernels import microkernel
+from smallgemm.simd import OVERWRITE, address
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def compare(name, ours, theirs, threads, target, repeats=None):
+    """One table row: medians of ``ours`` and ``theirs`` timed interleaved, and their ratio."""
+    settle = bench.SETTLE_SECONDS if threads > 1 else 0.0
+    with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
+        probe = bench.time_interleaved([ours], 1)[0].median
+        t_ours, t_theirs = bench.time_interleaved([ours, theirs], repeats or bench.repeats_for(probe), settle)
+    ratio = t_theirs.median / t_ours.median
+    print(f"| {name} | {threads} | {t_ours.median * 1e3:.3f} | {t_theirs.median * 1e3:.3f} | {ratio:.3f} | {target} |",
+          flush=True)
+
+
+@njit
+def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
+    for _ in range(reps):
+        microkernel(shape, kc, address(a), 0, address(b), 0, address(c), 0, c.shape[1], 1,
+                    c.shape[0], c.shape[1], one, one, OVERWRITE, address(scratch))
+
+
+def microkernel_efficiency(dtype):
+    """GFLOP/s of the microkernel alone on cache-resident panels, and the FMA peak, same run."""
+    kernel = dispatch.current()
+    mr, nr, kc = kernel.mr(), kernel.nr(dtype), 256
+    a, b = rand(mr * kc, dtype=dtype), rand(kc * nr, dtype=dtype)
+    c, scratch = np.zeros((mr, nr), dtype), np.zeros(mr * nr, dtype)
+    reps = 20000
+    _kernel_loop(kernel.shape, kc, a, b, c, scratch, 1, dtype(1))
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        _kernel_loop(kernel.shape, kc, a, b, c, scratch, reps, dtype(1))
+        best = min(best, time.perf_counter() - start)
+    gflops = 2 * mr * nr * kc * reps / best / 1e9
+    from smallgemm.peak import fma_gflops
+
+    top = fma_gflops(dtype, kernel.shape.bits)
+    print(f"| microkernel {kernel.tile_name(dtype)} alone, L1/L2-resident panels | {gflops:.1f} GFLOP/s | "
+          f"FMA peak {top:.1f} GFLOP/s | {100 * gflops / top:.1f} % | >= 95 % |", flush=True)
+
+
+def first_call_times():
+    """Seconds for the first product in a fresh process: cold Numba cache, then warm."""
+    code = (
+        "import time, numpy as np; t0 = time.perf_counter(); import smallgemm; t1 = time.perf_counter();"
+        "a = np.ones((300, 300), np.float32); smallgemm.matmul(a, a); t2 = time.perf_counter();"
+        "print(f'{t1 - t0:.2f} {t2 - t1:.2f}')"
+    )
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        cold = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split()
+        warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split()
+    print(f"| import smallgemm | {warm[0]} s |  |\n| first matmul, cold cache (compiles) | {cold[1]} s | |\n"
+          f"| first matmul, warm cache | {warm[1]} s | under 1 s |")
+
+
+def main():
+    clean = bench.clean_environment()
+    if clean is not None:
+        sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
+    print(f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
+          f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}\n")
+    header = "| product | threads | smallgemm median (ms) | other median (ms) | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
+
+    print("### Engine (gemm), one thread, against NumPy\n\n" + header)
+    for dtype, target in ((np.float32, ">= 1.0"), (np.float64, ">= 1.05")):
+        for m, n, k in ((1024, 1024, 1024), (4096, 4096, 1024)):
+            a, b = rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)
+            c = np.empty((m, n), dtype)
+            compare(f"{np.dtype(dtype).name} {m}x{n}x{k}", lambda: smallgemm.gemm(1.0, a, b, c=c, overwrite_c=True),
+                    lambda: np.matmul(a, b, out=c), 1, target)
+    print("\n| microkernel | speed | peak, same run | efficiency | target |\n|---|---|---|---|---|")
+    for dtype in (np.float32, np.float64):
+        microkernel_efficiency(dtype)
+    print("\n| start-up | seconds | target |\n|---|---|---|")
+    first_call_times()
+
+    print("\n### matmul, one thread\n\n" + header)
+    m = rand(1024, 1024)
+    n_ = rand(1024, 1024)
+    compare("a.T @ b against a @ b (both smallgemm)", lambda: smallgemm.matmul(m.T, n_),
+            lambda: smallgemm.matmul(m, n_), 1, ">= 0.95")
+    compare("a @ b.T against a @ b (both smallgemm)", lambda: smallgemm.matmul(m, n_.T),
+            lambda: smallgemm.matmul(m, n_), 1, ">= 0.95")
+    a, b = rand(1000, 16, 16), rand(1000, 16, 16)
+    compare("1000x16x16 @ 1000x16x16 float32", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 1, ">= 1.5")
+    x, w = rand(64, 128, 512), rand(512, 512)
+    compare("[64,128,512] @ [512,512] float32", lambda: smallgemm.matmul(x, w), lambda: np.matmul(x, w), 1, ">= 1.0")
+    s = rand(16, 16)
+    compare("16x16 float32 call", lambda: smallgemm.matmul(s, s), lambda: np.matmul(s, s), 1, "<= 2 us",
+            repeats=20000)
+
+    print("\n### Threads\n\n" + header)
+    big = rand(2048, 2048)
+
+    def one_thread():
+        with smallgemm.num_threads(1):
+            smallgemm.matmul(big, big)
+
+    compare("2048^3 float32: 2 threads against 1 thread (both smallgemm)", lambda: smallgemm.matmul(big, big),
+            one_thread, 2, ">= 1.9")
+    for dtype, target in ((np.float32, ">= 1.0"), (np.float64, ">= 1.05")):
+        for mm, nn, kk in ((1024, 1024, 1024), (4096, 4096, 1024)):
+            a, b = rand(mm, kk, dtype=dtype), rand(kk, nn, dtype=dtype)
+            compare(f"{np.dtype(dtype).name} {mm}x{nn}x{kk}", lambda: smallgemm.matmul(a, b),
+                    lambda: np.matmul(a, b), 2, target)
+    x, w, g = rand(4096, 512), rand(512, 2048), rand(4096, 2048)
+    compare("training step forward x @ W [4096,512]@[512,2048]", lambda: smallgemm.matmul(x, w),
+            lambda: np.matmul(x, w), 2, ">= 1.0")
+    compare("backward g @ W.T", lambda: smallgemm.matmul(g, w.T), lambda: np.matmul(g, w.T), 2, ">= 1.0")
+    compare("backward x.T @ g", lambda: smallgemm.matmul(x.T, g), lambda: np.matmul(x.T, g), 2, ">= 1.0")
+
+
+if __name__ == "__main__":
+    main()
