@@ -39,8 +39,12 @@ def compare(name, ours, theirs, threads, target, repeats=None):
         probe = bench.time_interleaved([ours], 1)[0].median
         t_ours, t_theirs = bench.time_interleaved([ours, theirs], repeats or bench.repeats_for(probe), settle)
     ratio = t_theirs.median / t_ours.median
-    print(f"| {name} | {threads} | {t_ours.median * 1e3:.3f} | {t_theirs.median * 1e3:.3f} | {ratio:.3f} | {target} |",
+    print(f"| {name} | {threads} | {_duration(t_ours.median)} | {_duration(t_theirs.median)} | {ratio:.3f} | {target} |",
           flush=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e6:.2f} µs" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
 
 
 @njit
@@ -52,22 +56,24 @@ def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
 
 def microkernel_efficiency(dtype):
     """GFLOP/s of the microkernel alone on cache-resident panels, and the FMA peak, same run."""
+    from smallgemm.peak import fma_gflops
+
     kernel = dispatch.current()
+    # KC = 256: the panels (A 14x256, B 256x32) stay in L1 and L2; a shorter KC
+    # measures the per-tile overhead (zeroing, write-back) more than the kernel.
     mr, nr, kc = kernel.mr(), kernel.nr(dtype), 256
     a, b = rand(mr * kc, dtype=dtype), rand(kc * nr, dtype=dtype)
     c, scratch = np.zeros((mr, nr), dtype), np.zeros(mr * nr, dtype)
     reps = 20000
     _kernel_loop(kernel.shape, kc, a, b, c, scratch, 1, dtype(1))
-    best = float("inf")
-    for _ in range(7):
+    best, top = float("inf"), 0.0
+    for _ in range(5):  # alternate kernel and peak: both see the same clock
         start = time.perf_counter()
         _kernel_loop(kernel.shape, kc, a, b, c, scratch, reps, dtype(1))
         best = min(best, time.perf_counter() - start)
+        top = max(top, fma_gflops(dtype, kernel.shape.bits, repeats=1))
     gflops = 2 * mr * nr * kc * reps / best / 1e9
-    from smallgemm.peak import fma_gflops
-
-    top = fma_gflops(dtype, kernel.shape.bits)
-    print(f"| microkernel {kernel.tile_name(dtype)} alone, L1/L2-resident panels | {gflops:.1f} GFLOP/s | "
+    print(f"| microkernel {kernel.tile_name(dtype)} alone, cache-resident panels | {gflops:.1f} GFLOP/s | "
           f"FMA peak {top:.1f} GFLOP/s | {100 * gflops / top:.1f} % | >= 95 % |", flush=True)
 
 
@@ -92,7 +98,7 @@ def main():
         sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
     print(f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
           f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}\n")
-    header = "| product | threads | smallgemm median (ms) | other median (ms) | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
+    header = "| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
 
     print("### Engine (gemm), one thread, against NumPy\n\n" + header)
     for dtype, target in ((np.float32, ">= 1.0"), (np.float64, ">= 1.05")):

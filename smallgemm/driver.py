@@ -58,17 +58,23 @@ def pack_b_task(shape, task, b, b_off, rs_b, cs_b, depth, cols, bbuf):
 
 @njit(cache=True)
 def row_block_task(
-    shape, task, col_groups, panels_per_group, mc, rows, cols, depth,
+    shape, task, row_blocks, col_groups, panels_per_group, rows, cols, depth,
     a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
 ):
-    """Task ``task``: pack one MC-row block of A, multiply it by one group of B panels."""
+    """Task ``task``: pack one row block of A, multiply it by one group of B panels.
+
+    The ceil(rows/MR) row panels are shared out as evenly as whole panels
+    allow: block q holds panels [q*P // row_blocks, (q+1)*P // row_blocks).
+    """
+    mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     block = task // col_groups
     group = task - block * col_groups
-    ic = block * mc
-    live_rows = min(mc, rows - ic)
+    row_panels = (rows + mr - 1) // mr
+    ic = mr * (block * row_panels // row_blocks)
+    live_rows = min(mr * ((block + 1) * row_panels // row_blocks), rows) - ic
     jr0 = group * panels_per_group * nr
-    if jr0 >= cols:
+    if jr0 >= cols or live_rows <= 0:
         return
     live_cols = min(panels_per_group * nr, cols - jr0)
     pack_a(shape, a, a_off + ic * rs_a, rs_a, cs_a, live_rows, depth, abuf, 0)
@@ -96,8 +102,8 @@ def gemm_serial(
                 pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
             mode = merge_mode(pc, beta)
             for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
-                # The same work as row_block_task(task=ic//mc, one column group),
-                # called directly: measured 3-5 % faster on 1024^3 float32.
+                # The work of a row_block_task, called directly: measured 3-5 %
+                # faster on 1024^3 float32 than going through the task.
                 rows = min(mc, m - ic)
                 pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, 0)
                 macro_kernel(

@@ -29,25 +29,23 @@ TASKS_PER_WORKER = 3
 
 @njit(cache=True)
 def task_split(m, cols, mc, mr, nr, workers):
-    """(rows per block, row blocks, column groups, panels per group) for the row-block tasks.
+    """(row blocks, column groups, panels per group) for the row-block tasks.
 
-    Row blocks are at most MC rows, of equal size (a multiple of MR) and, where
-    possible, a multiple of the worker count, so that no worker is left with
-    the last short block while others wait; when there are fewer than
-    TASKS_PER_WORKER per worker, the columns are split too.  None of this
-    changes a sum: only KC does.
+    Row blocks hold at most MC rows and share the MR-row panels evenly (see
+    ``row_block_task``); their number is a multiple of the worker count where
+    the rows allow, so that no worker is left alone with a last short block.
+    When that gives fewer than TASKS_PER_WORKER tasks per worker, the columns
+    are split too.  None of this changes a sum: only KC does.
     """
+    row_panels = (m + mr - 1) // mr
     row_blocks = (m + mc - 1) // mc
-    if row_blocks > 1 or workers > 1:
-        row_blocks = (row_blocks + workers - 1) // workers * workers
-    block_rows = ((m + row_blocks - 1) // row_blocks + mr - 1) // mr * mr
-    row_blocks = (m + block_rows - 1) // block_rows
+    row_blocks = min(row_panels, (row_blocks + workers - 1) // workers * workers)
     panels = (cols + nr - 1) // nr
     wanted = TASKS_PER_WORKER * workers
     groups = min(panels, max(1, (wanted + row_blocks - 1) // row_blocks))
     per_group = (panels + groups - 1) // groups
     groups = (panels + per_group - 1) // per_group
-    return block_rows, row_blocks, groups, per_group
+    return row_blocks, groups, per_group
 
 
 @njit(cache=True)
@@ -69,7 +67,7 @@ def gemm_parallel(
     for jc in range(0, n, nc):  # JC
         cols = min(nc, n - jc)
         panels = (cols + nr - 1) // nr
-        block_rows, row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
+        row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
         row_tasks = row_blocks * groups
         for pc in range(0, k, kc):  # PC
             depth = min(kc, k - pc)
@@ -90,7 +88,7 @@ def gemm_parallel(
                 while task < row_tasks:
                     record(log_rows, task)
                     row_block_task(
-                        shape, task, groups, per_group, block_rows, m, cols, depth,
+                        shape, task, row_blocks, groups, per_group, m, cols, depth,
                         a, pc * cs_a, rs_a, cs_a, bbuf, c, jc * cs_c, rs_c, cs_c,
                         alpha, beta, mode, my_abuf, my_scratch,
                     )

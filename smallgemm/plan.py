@@ -39,10 +39,10 @@ _BATCHED = Entry(
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
-UNPACKED_MAX_VOLUME = 64 * 64 * 64
+UNPACKED_MAX_VOLUME = 80 * 80 * 80
 # Below this many multiply-adds a product stays on one thread: starting the
 # workers and the barriers cost more than they give (docs/design.md).
-PARALLEL_MIN_VOLUME = 128 * 128 * 128
+PARALLEL_MIN_VOLUME = 112 * 112 * 112
 _EMPTY_LOG = np.zeros(0, dtype=np.int64)
 # One parallel product at a time: Numba's workqueue layer cannot launch two at
 # once, and two products each using every core would oversubscribe them.  A

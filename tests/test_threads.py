@@ -81,7 +81,7 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
 
     for cols in slices:
         expected_b[: -(-cols // nr)] += pc_blocks
-        _, row_blocks, groups, _ = task_split(m, cols, sizes.mc, mr, nr, workers)
+        row_blocks, groups, _ = task_split(m, cols, sizes.mc, mr, nr, workers)
         expected_rows[: row_blocks * groups] += pc_blocks
     np.testing.assert_array_equal(log_b, expected_b)
     np.testing.assert_array_equal(log_rows, expected_rows)
@@ -90,11 +90,14 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
 def test_task_split_keeps_workers_busy():
     from smallgemm.parallel import TASKS_PER_WORKER, task_split
 
-    for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (100, 64, 8), (1, 4096, 4), (14, 32, 3)]:
-        block_rows, row_blocks, groups, per_group = task_split(m, cols, 196, 14, 32, workers)
-        panels = -(-cols // 32)
-        assert block_rows % 14 == 0 and block_rows <= 196
-        assert (row_blocks - 1) * block_rows < m <= row_blocks * block_rows
+    for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (2048, 512, 2), (100, 64, 8), (1, 4096, 4),
+                             (14, 32, 3), (3000, 100, 3)]:
+        row_blocks, groups, per_group = task_split(m, cols, 196, 14, 32, workers)
+        row_panels, panels = -(-m // 14), -(-cols // 32)
+        # Blocks of whole panels, as even as possible, none above MC = 196 rows.
+        sizes = [(q + 1) * row_panels // row_blocks - q * row_panels // row_blocks for q in range(row_blocks)]
+        assert sum(sizes) == row_panels and max(sizes) - min(sizes) <= 1 and max(sizes) * 14 <= 196
+        assert row_blocks % workers == 0 or row_blocks == row_panels
         assert (groups - 1) * per_group < panels <= groups * per_group
         assert row_blocks * groups >= min(TASKS_PER_WORKER * workers, row_blocks * panels)
 
