@@ -11,6 +11,7 @@ from .api import gemm
 from .dispatch import get_kernel, set_kernel, use_kernel
 from .info import info
 from .matmul import matmul
+from .packed import PackedMatrix, pack
 from .peak import peak
 from .threads import get_num_threads, num_threads, set_num_threads
 from . import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
@@ -22,6 +23,8 @@ __all__ = [
     "info",
     "matmul",
     "num_threads",
+    "pack",
+    "PackedMatrix",
     "peak",
     "set_kernel",
     "set_num_threads",

@@ -12,6 +12,7 @@ import numbers
 import numpy as np
 
 from . import plan
+from .packed import PackedMatrix
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -72,9 +73,14 @@ def gemm(
     The result dtype follows NumPy: float32 with float32 gives float32, float64
     with anything gives float64.  Raises ``TypeError`` for other dtypes and
     ``ValueError`` (naming the shapes) when the shapes do not match.
+
+    ``b`` may be a ``smallgemm.pack(...)`` result; its transposition was fixed
+    when it was packed, so ``trans_b`` must then be False.
     """
     alpha = _as_scalar(alpha, "alpha")
     beta = _as_scalar(beta, "beta")
+    if isinstance(b, PackedMatrix):
+        return _gemm_packed(alpha, a, b, beta, c, trans_a, trans_b, overwrite_c)
     a = _as_matrix(a, "a")
     b = _as_matrix(b, "b")
     op_a = a.T if trans_a else a
@@ -117,4 +123,35 @@ def gemm(
         out[...] = target
         return out
     plan.run(alpha, op_a, op_b, beta, out)
+    return out
+
+
+def _gemm_packed(alpha, a, packed: PackedMatrix, beta, c, trans_a, trans_b, overwrite_c) -> np.ndarray:
+    from .matmul import packed_left_operand
+
+    if trans_b:
+        raise ValueError("gemm: trans_b does not apply to a packed operand; its transposition is fixed "
+                         "when packing (smallgemm.pack(b, trans=True))")
+    packed.check_usable()
+    a = _as_matrix(packed_left_operand(a, packed, "gemm"), "a")
+    op_a = a.T if trans_a else a
+    k, n = packed.shape
+    if op_a.shape[1] != k:
+        raise ValueError(f"gemm: shapes do not match: op(a) is {op_a.shape} and the packed b is {packed.shape}")
+    shape = (op_a.shape[0], n)
+    dtype = packed.dtype
+    if c is None:
+        out, beta = np.empty(shape, dtype=dtype), 0.0
+    else:
+        c_in = np.asarray(c)
+        if c_in.shape != shape:
+            raise ValueError(f"gemm: c has shape {c_in.shape} but op(a) @ b has shape {shape}")
+        if c_in.dtype not in _FLOAT_DTYPES:
+            raise TypeError(f"gemm: c has dtype {c_in.dtype}; only float32 and float64 are supported")
+        if overwrite_c and c_in.dtype == dtype and c_in.flags.writeable and _strides_ok(c_in) \
+                and not np.may_share_memory(c_in, op_a):
+            out = c_in
+        else:
+            out = np.array(c_in, dtype=dtype) if beta != 0 else np.empty(shape, dtype=dtype)
+    plan.run_prepacked(alpha, _operand(op_a, dtype), packed, beta, out)
     return out

@@ -17,7 +17,7 @@ from numba import njit
 
 from .kernels import microkernel
 from .packing import pack_a, pack_b_panel
-from .simd import ACCUMULATE, OVERWRITE, SCALE, address, tile_cols, tile_rows
+from .simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows
 
 
 @njit(cache=True)
@@ -88,18 +88,26 @@ def row_block_task(
 def gemm_serial(
     shape, m, n, k, alpha, beta,
     a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-    mc, nc, kc, abuf, bbuf, scratch,
+    mc, nc, kc, abuf, bbuf, scratch, prepacked,
 ):
-    """C = alpha*A.B + beta*C on one thread (requires m, n, k >= 1)."""
+    """C = alpha*A.B + beta*C on one thread (requires m, n, k >= 1).
+
+    With ``prepacked``, ``b`` already holds every packed slice (``packed_slice``)
+    and no packing is done.
+    """
     nr = tile_cols(shape, bbuf)
     for jc in range(0, n, nc):  # JC: NC-column slices of B and C
         cols = min(nc, n - jc)
         panels = (cols + nr - 1) // nr
         for pc in range(0, k, kc):  # PC: KC slices of the common dimension
             depth = min(kc, k - pc)
-            b_slice = b_off + pc * rs_b + jc * cs_b
-            for task in range(panels):
-                pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
+            if prepacked:
+                b_panels = advance(b, packed_slice(k, jc, pc, panels * nr))
+            else:
+                b_panels = bbuf
+                b_slice = b_off + pc * rs_b + jc * cs_b
+                for task in range(panels):
+                    pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
             mode = merge_mode(pc, beta)
             for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
                 # The work of a row_block_task, called directly: measured 3-5 %
@@ -107,9 +115,41 @@ def gemm_serial(
                 rows = min(mc, m - ic)
                 pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, 0)
                 macro_kernel(
-                    shape, rows, cols, depth, abuf, 0, bbuf, 0,
+                    shape, rows, cols, depth, abuf, 0, b_panels, 0,
                     c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
                 )
+
+
+@njit(cache=True)
+def packed_slice(k, jc, pc, width):
+    """Offset of the (JC, PC) slice in a prepacked B: slices of NC columns one after
+    the other, each its KC blocks one after the other (``width``: the slice's
+    columns rounded up to NR)."""
+    return jc * k + pc * width
+
+
+@njit(cache=True)
+def pack_all(shape, b, rs_b, cs_b, k, n, nc, kc, buf):
+    """Pack the whole of B (k x n) into ``buf`` in the layout ``packed_slice`` describes."""
+    nr = tile_cols(shape, buf)
+    for jc in range(0, n, nc):
+        cols = min(nc, n - jc)
+        width = (cols + nr - 1) // nr * nr
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            for task in range(width // nr):
+                pack_b_task(
+                    shape, task, b, pc * rs_b + jc * cs_b, rs_b, cs_b, depth, cols,
+                    advance(buf, packed_slice(k, jc, pc, width)),
+                )
+
+
+@njit(cache=True)
+def pack_entry(shape, b, nc, kc, buf):
+    """Entry from Python: pack a 2-D array (any strides) for ``gemm_serial(prepacked=True)``."""
+    size = b.itemsize
+    pack_all(shape, address(b), b.strides[0] // size, b.strides[1] // size, b.shape[0], b.shape[1], nc, kc,
+             address(buf))
 
 
 @njit(cache=True)
@@ -121,5 +161,18 @@ def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
         address(a), 0, a.strides[0] // size, a.strides[1] // size,
         address(b), 0, b.strides[0] // size, b.strides[1] // size,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, address(abuf), address(bbuf), address(scratch),
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
+    )
+
+
+@njit(cache=True)
+def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf, scratch):
+    """Entry from Python with B prepacked by ``pack_entry`` (``packed`` holds k x n)."""
+    size = a.itemsize
+    gemm_serial(
+        shape, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), 0, a.strides[0] // size, a.strides[1] // size,
+        address(packed), 0, 0, 0,
+        address(c), 0, c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch), True,
     )

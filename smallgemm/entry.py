@@ -22,6 +22,8 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
     table = {
         "shape": TileShapeType(kernel.shape),
         "narrow": TileShapeType(kernel.narrow),
+        "few": TileShapeType(kernel.few),
+        "gemv": TileShapeType(kernel.gemv),
         "scalar": scalar,
         "matrix": types.Array(scalar, 2, "A", readonly=True),
         "out": types.Array(scalar, 2, "A"),
@@ -38,7 +40,7 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
 class Entry:
     """One jitted entry function and the kinds of its arguments, in order.
 
-    Kinds: ``shape`` / ``narrow`` (the kernel's TileShapes), ``scalar`` (of the dtype),
+    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` (the kernel's TileShapes), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
     (1-D contiguous int64 array).

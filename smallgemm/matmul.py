@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import plan
+from .packed import PackedMatrix
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -133,6 +134,8 @@ def matmul(a, b, out=None):
                     c = np.empty((m, n), dtype)
                     plan.run_small(a, b, c)
                     return c
+    if isinstance(b, PackedMatrix):
+        return _matmul_packed(a, b, out)
     if not isinstance(a, np.ndarray):
         a = np.asarray(a)
     if not isinstance(b, np.ndarray):
@@ -189,4 +192,44 @@ def matmul(a, b, out=None):
         c = np.empty(full_shape, dtype=dtype)
         _compute(a, b, c)
         np.copyto(target, c, casting="same_kind")
+    return out
+
+
+def packed_left_operand(a, packed: PackedMatrix, name: str) -> np.ndarray:
+    """``a`` as the packed operand's dtype, or TypeError when that would lose precision."""
+    a = np.asarray(a)
+    if a.dtype == packed.dtype:
+        return a
+    if a.dtype == _F32 and packed.dtype == _F64:
+        return a.astype(_F64)  # exact
+    raise TypeError(
+        f"{name}: the left operand has dtype {a.dtype} but the packed operand is {packed.dtype}; "
+        f"pack a {np.result_type(a.dtype, packed.dtype)} copy of it instead"
+    )
+
+
+def _matmul_packed(a, packed: PackedMatrix, out):
+    """``a @ B`` with B prepacked: a may be 1-D, 2-D or a stack (folded into rows)."""
+    packed.check_usable()
+    a = packed_left_operand(a, packed, "matmul")
+    if a.ndim == 0:
+        raise ValueError("matmul: Input operand 0 does not have enough dimensions (has 0, gufunc core with "
+                         "signature (n?,k),(k,m?)->(n?,m?) requires 1)")
+    k, n = packed.shape
+    if a.shape[-1] != k:
+        raise _shape_error(a.shape, f"packed {packed.shape}",
+                           f"the last dimension of the first ({a.shape[-1]}) differs from the packed k ({k})")
+    rows = a.reshape(1, k) if a.ndim == 1 else _fold_rows(a)
+    if rows is None:
+        rows = np.ascontiguousarray(a).reshape(-1, k)
+    if any(s % a.itemsize for s in rows.strides):
+        rows = np.ascontiguousarray(rows)
+    result_shape = a.shape[:-1] + (n,)
+    c = np.empty((rows.shape[0], n), dtype=packed.dtype)
+    plan.run_prepacked(1.0, rows, packed, 0.0, c)
+    result = c.reshape(result_shape)
+    if out is None:
+        return result[()] if result.ndim == 0 else result
+    out = _check_out(out, result_shape, packed.dtype)
+    np.copyto(out, result, casting="same_kind")
     return out

@@ -14,7 +14,7 @@ Layouts (docs/kernels.md):
 
 from numba import njit
 
-from .simd import copy_column, copy_vector, pack_a_rows_block, tile_cols, tile_lanes, tile_rows
+from .simd import copy_column, copy_vector, pack_a_rows_block, pack_b_cols_block, tile_cols, tile_lanes, tile_rows
 
 
 @njit(cache=True)
@@ -66,10 +66,17 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
         return
     zero = buf[0] * 0
     if rs == 1:
-        # Columns of B are contiguous (B transposed): read along them.
+        # Columns of B are contiguous (B transposed): LANES k at a time through
+        # an in-register transpose for a full panel, then read along the columns.
+        p0 = 0
+        if live == nr:
+            lanes = tile_lanes(shape, b)
+            while p0 + lanes <= depth:
+                pack_b_cols_block(shape, b, b_off + p0, cs, buf, panel + p0 * nr)
+                p0 += lanes
         for j in range(live):
             col = b_off + j * cs
-            for p in range(depth):
+            for p in range(p0, depth):
                 buf[panel + p * nr + j] = b[col + p]
     else:
         for p in range(depth):

@@ -20,7 +20,8 @@ exceed Numba's pool, whose threads then run several workers in turn.
 from numba import njit, prange
 
 from .driver import merge_mode, pack_b_task, row_block_task
-from .simd import address, advance, atomic_fetch_add, tile_cols, tile_rows
+from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
+from .unpacked import tile_choice, unpacked_tiles
 
 # At least this many row-block tasks per worker, so that uneven tasks even out
 # (seed 001); when rows are too few for that, columns are split too.
@@ -106,3 +107,92 @@ def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf,
         address(c), c.strides[0] // size, c.strides[1] // size,
         mc, nc, kc, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
     )
+
+
+@njit(cache=True, parallel=True)
+def unpacked_parallel(
+    tile, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, c, rs_c, cs_c, kc, workers,
+    scratch, partial, counter,
+):
+    """The unpacked driver (few rows, B rows contiguous) on ``workers`` workers.
+
+    Tasks are (row chunk, column strip) pairs handed out by the counter.  When
+    they are too few to keep the workers busy and k spans several KC blocks,
+    the blocks are split too (split-K): each (chunk, strip, KC block) task writes
+    its block's raw tile sum into its own slice of ``partial``, then the slices
+    are merged into C in increasing block order with the very rules of the
+    serial path (OVERWRITE / SCALE, then ACCUMULATE).  The number of slices is
+    the number of KC blocks, whatever the thread count: the bits never change.
+    """
+    mr = tile_rows(tile)
+    nr = tile_cols(tile, a)
+    row_chunk = mr * max(1, 64 // mr)
+    row_tasks = (m + row_chunk - 1) // row_chunk
+    panels = (n + nr - 1) // nr
+    wanted = TASKS_PER_WORKER * workers
+    per_strip = max(1, panels * row_tasks // wanted)
+    strips = (panels + per_strip - 1) // per_strip
+    tasks = row_tasks * strips
+    k_blocks = (k + kc - 1) // kc
+    split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
+    next_task = address(counter)
+    counter[0] = 0
+    total = tasks * k_blocks if split else tasks
+    for w in prange(workers):
+        my_scratch = advance(scratch, w * mr * nr)
+        task = atomic_fetch_add(next_task, 1)
+        while task < total:
+            block = task // tasks
+            rest = task - block * tasks
+            chunk = rest // strips
+            strip = rest - chunk * strips
+            i0 = chunk * row_chunk
+            j0 = strip * per_strip * nr
+            rows = min(row_chunk, m - i0)
+            cols = min(per_strip * nr, n - j0)
+            if split:
+                p0 = block * kc
+                unpacked_tiles(
+                    tile, rows, cols, min(kc, k - p0), one, zero,
+                    a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0, rs_b,
+                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_scratch,
+                )
+            else:
+                unpacked_tiles(
+                    tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0, rs_b,
+                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch,
+                )
+            task = atomic_fetch_add(next_task, 1)
+    if split:
+        for i in prange(m):
+            for j in range(n):
+                at = i * rs_c + j * cs_c
+                t = partial[i * n + j]
+                if beta == 0:
+                    c[at] = alpha * t
+                else:
+                    c[at] = multiply_add(tile, alpha, t, beta * c[at])
+                for block in range(1, k_blocks):
+                    c[at] = multiply_add(tile, alpha, partial[block * m * n + i * n + j], c[at])
+
+
+@njit(cache=True)
+def unpacked_parallel_entry(shape, narrow, few, gemv, alpha, beta, one, zero, a, b, c, kc, workers, scratch, partial, counter):
+    """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``)."""
+    size = a.itemsize
+    m, k = a.shape
+    n = b.shape[1]
+    args = (
+        m, n, k, alpha, beta, one, zero,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size,
+        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), partial, counter,
+    )
+    choice = tile_choice(shape, narrow, m, n, address(a))
+    if choice == 1:
+        unpacked_parallel(narrow, *args)
+    elif choice == 2:
+        unpacked_parallel(few, *args)
+    elif choice == 3:
+        unpacked_parallel(gemv, *args)
+    else:
+        unpacked_parallel(shape, *args)

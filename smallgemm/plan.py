@@ -14,10 +14,10 @@ import numpy as np
 
 from . import blocking, dispatch, threads, workspace
 from .batched import batch_entry
-from .driver import gemm_entry
+from .driver import gemm_entry, prepacked_entry
 from .entry import Entry
 from .kernels import Kernel
-from .parallel import parallel_entry
+from .parallel import parallel_entry, unpacked_parallel_entry
 from .unpacked import unpacked_entry
 
 _BLOCKED = Entry(
@@ -25,16 +25,25 @@ _BLOCKED = Entry(
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
 )
 _UNPACKED = Entry(
-    unpacked_entry, ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer")
+    unpacked_entry, ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer")
 )
 _PARALLEL = Entry(
     parallel_entry,
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int",
      "buffer", "buffer", "buffer", "counter", "log", "log"),
 )
+_PREPACKED = Entry(
+    prepacked_entry,
+    ("shape", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
+)
+_UNPACKED_PARALLEL = Entry(
+    unpacked_parallel_entry,
+    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out", "int", "int",
+     "buffer", "buffer", "counter"),
+)
 _BATCHED = Entry(
     batch_entry,
-    ("shape", "narrow", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
+    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
      "int", "int", "int", "buffer", "buffer", "buffer"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
@@ -43,6 +52,12 @@ UNPACKED_MAX_VOLUME = 80 * 80 * 80
 # Below this many multiply-adds a product stays on one thread: starting the
 # workers and the barriers cost more than they give (docs/design.md).
 PARALLEL_MIN_VOLUME = 112 * 112 * 112
+# Up to this many rows (and with unit-stride B rows) the unpacked driver beats
+# packing B whatever the size: each row of B is used by few rows of A
+# (docs/performance.md, few rows).
+FEW_ROWS_MAX = 32
+# Split-K partial sums are kept below this many elements (KC blocks x m x n).
+SPLIT_K_MAX_ELEMENTS = 1 << 22
 _EMPTY_LOG = np.zeros(0, dtype=np.int64)
 # One parallel product at a time: Numba's workqueue layer cannot launch two at
 # once, and two products each using every core would oversubscribe them.  A
@@ -93,11 +108,13 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "narrow", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
+    __slots__ = ("shape", "narrow", "few", "gemv", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
         self.narrow = kernel.narrow
+        self.few = kernel.few
+        self.gemv = kernel.gemv
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _BLOCKED.get(kernel, dtype)
@@ -135,7 +152,7 @@ def _oriented(a, b, c):
 
 
 def _use_unpacked(m: int, n: int, k: int, b: np.ndarray) -> bool:
-    return m * n * k <= UNPACKED_MAX_VOLUME and b.strides[1] == b.itemsize
+    return (m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX) and b.strides[1] == b.itemsize
 
 
 def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
@@ -155,11 +172,18 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     prep = prepared(kernel, dtype)
     scalar = dtype.type
     ws = prep.workspace
-    if _use_unpacked(m, n, k, b):
-        prep.unpacked(prep.shape, prep.narrow, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
-        return
     workers = threads.get_num_threads()
-    if workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME and _parallel_lock.acquire(blocking=False):
+    parallel = workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME
+    if _use_unpacked(m, n, k, b):
+        if parallel and _parallel_lock.acquire(blocking=False):
+            try:
+                run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers)
+            finally:
+                _parallel_lock.release()
+            return
+        prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
+        return
+    if parallel and _parallel_lock.acquire(blocking=False):
         try:
             run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers)
         finally:
@@ -169,6 +193,20 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     prep.blocked(
         prep.shape, scalar(alpha), scalar(beta), a, b, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) -> None:
+    """The unpacked product on ``workers`` workers, with split-K when columns are too few."""
+    m, k = a.shape
+    n = b.shape[1]
+    kc = prep.sizes.kc
+    k_blocks = -(-k // kc)
+    partial_size = k_blocks * m * n if 1 < k_blocks and k_blocks * m * n <= SPLIT_K_MAX_ELEMENTS else 0
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    _UNPACKED_PARALLEL.get(kernel, dtype)(
+        prep.shape, prep.narrow, prep.few, prep.gemv, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
+        a, b, c, kc, workers, ws.scratch, np.empty(partial_size, dtype), ws.counter,
     )
 
 
@@ -196,7 +234,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     prep = prepared(dispatch.current(), dtype)
     ws, sizes = prep.workspace, prep.sizes
     prep.batched(
-        prep.shape, prep.narrow, prep.one, prep.zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )
 
@@ -208,4 +246,23 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
-    prep.unpacked(prep.shape, prep.narrow, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch)
+    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch)
+
+
+def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:
+    """C = alpha*A.B + beta*C with B prepacked (``packed.PackedMatrix``, checked usable)."""
+    m, k = a.shape
+    n = packed.shape[1]
+    if m == 0 or n == 0:
+        return
+    if k == 0 or alpha == 0:
+        _scale(c, beta)
+        return
+    dtype = c.dtype
+    kernel = dispatch.current()
+    prep = prepared(kernel, dtype)
+    ws, sizes = prep.workspace, prep.sizes
+    _PREPACKED.get(kernel, dtype)(
+        prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )

@@ -26,6 +26,12 @@ class Kernel:
     # One vector wide: for products whose n fits one vector (many small
     # matrices), where the full tile would mostly compute padding.
     narrow: TileShape
+    # Few rows, many columns (x @ W for one token or a small batch): a short,
+    # wide tile reads each row of B once per group of rows of A.
+    few: TileShape
+    # One row of A (a vector times a matrix): one row of C, many vectors wide;
+    # memory-bound, so each loaded vector of B feeds exactly one FMA.
+    gemv: TileShape
     requires: tuple[str, ...]
     description: str
 
@@ -50,6 +56,8 @@ KERNELS: tuple[Kernel, ...] = (
         # 28 of the 32 zmm registers hold the tile; 2 hold the B row, 1 the A element.
         TileShape(rows=14, vectors=2, bits=512, fused=True),
         TileShape(rows=16, vectors=1, bits=512, fused=True),
+        TileShape(rows=4, vectors=4, bits=512, fused=True),
+        TileShape(rows=1, vectors=16, bits=512, fused=True),
         ("avx512f", "fma"),
         "AVX-512: 14x32 float32, 14x16 float64",
     ),
@@ -59,6 +67,8 @@ KERNELS: tuple[Kernel, ...] = (
         # halves spills (92 GFLOP/s measured), so AVX2 gets its own shape.
         TileShape(rows=6, vectors=2, bits=256, fused=True),
         TileShape(rows=8, vectors=1, bits=256, fused=True),
+        TileShape(rows=4, vectors=2, bits=256, fused=True),
+        TileShape(rows=1, vectors=8, bits=256, fused=True),
         ("avx2", "fma"),
         "AVX2+FMA: 6x16 float32, 6x8 float64",
     ),
@@ -68,6 +78,8 @@ KERNELS: tuple[Kernel, ...] = (
         # fmuladd lets LLVM fuse only where the target has a fast FMA.
         TileShape(rows=4, vectors=2, bits=128, fused=False),
         TileShape(rows=4, vectors=1, bits=128, fused=False),
+        TileShape(rows=2, vectors=2, bits=128, fused=False),
+        TileShape(rows=1, vectors=4, bits=128, fused=False),
         (),
         "portable 128-bit: 4x8 float32, 4x4 float64",
     ),

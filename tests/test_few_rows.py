@@ -1,0 +1,135 @@
+"""Few rows, GEMV, split-K, prepacked operands and batch invariance."""
+
+import numpy as np
+import pytest
+
+import smallgemm
+from smallgemm import plan
+from conftest import random_matrix
+from reference import assert_close
+
+
+@pytest.fixture
+def always_parallel(monkeypatch):
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+
+
+def b_layouts(rng, k, n, dtype):
+    """B (k x n) row-major, transposed (W stored [N, K]), strided and reversed."""
+    yield "row_major", random_matrix(rng, (k, n), dtype)
+    yield "transposed", random_matrix(rng, (n, k), dtype).T
+    yield "strided", random_matrix(rng, (k, 2 * n + 1), dtype)[:, 1::2]
+    yield "reversed", random_matrix(rng, (k, n), dtype)[::-1]
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 40])
+def test_few_rows_against_reference(kernel, dtype, m):
+    rng = np.random.default_rng(m)
+    k, n = 37, 3 * kernel.few.cols(dtype.itemsize) + 5  # edge columns in every tile shape
+    x = random_matrix(rng, (m, k), dtype)
+    for name, w in b_layouts(rng, k, n, dtype):
+        assert_close(smallgemm.matmul(x, w), 1.0, x, w)
+
+
+def test_gemv_with_vectors(kernel, dtype):
+    rng = np.random.default_rng(1)
+    w = random_matrix(rng, (300, 200), dtype)
+    v, u = random_matrix(rng, (300,), dtype), random_matrix(rng, (200,), dtype)
+    got = smallgemm.matmul(v, w)
+    assert got.shape == (200,)
+    assert_close(got[None, :], 1.0, v[None, :], w)
+    np.testing.assert_array_equal(got, smallgemm.matmul(v[None, :], w)[0])
+    got = smallgemm.matmul(w, u)
+    assert got.shape == (300,)
+    assert_close(got[:, None], 1.0, w, u[:, None])
+
+
+@pytest.mark.parametrize("n", [7, 40, 300])
+def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, n):
+    rng = np.random.default_rng(2)
+    k = 4 * tiny_blocks.kc + 3  # five KC blocks: split-K whenever the columns give too few tasks
+    x = random_matrix(rng, (3, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    c0 = random_matrix(rng, (3, n), dtype)
+    results = []
+    for threads in (1, 2, 3, 4, 8):
+        with smallgemm.num_threads(threads):
+            results.append(smallgemm.gemm(0.5, x, w, beta=1.5, c=c0))
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 0.5, x, w, 1.5, c0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_invariance(kernel, dtype, threads, monkeypatch):
+    """A row of C has the same bits alone, in a small batch and in a large product."""
+    rng = np.random.default_rng(3)
+    sizes = plan.block_sizes(kernel, dtype)
+    k = sizes.kc + 17  # two KC blocks: the merge order matters
+    big_m = 300
+    for name, w in b_layouts(rng, k, 150, dtype):
+        x = random_matrix(rng, (big_m, k), dtype)
+        with smallgemm.num_threads(threads):
+            full = smallgemm.matmul(x, w)
+            for i in (0, 5, 299):
+                np.testing.assert_array_equal(smallgemm.matmul(x[i], w), full[i], err_msg=f"{name} row {i} alone")
+                np.testing.assert_array_equal(smallgemm.matmul(x[i : i + 1], w)[0], full[i])
+            small = smallgemm.matmul(x[8:12], w)
+            np.testing.assert_array_equal(small, full[8:12], err_msg=f"{name} small batch")
+            stacked = smallgemm.matmul(x.reshape(3, 100, k), w)
+            np.testing.assert_array_equal(stacked.reshape(big_m, -1), full, err_msg=f"{name} folded stack")
+            pairs = smallgemm.matmul(x.reshape(150, 2, k), np.broadcast_to(w, (150,) + w.shape))
+            np.testing.assert_array_equal(pairs.reshape(big_m, -1), full, err_msg=f"{name} batched loop")
+        # The unpacked (small) and blocked drivers agree too.
+        monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+        monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(x[:4], w), full[:4], err_msg=f"{name} blocked")
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_prepacked_gives_the_same_bits(kernel, dtype, tiny_blocks, trans):
+    rng = np.random.default_rng(4)
+    k, n = 3 * tiny_blocks.kc + 2, 2 * tiny_blocks.nc + 5
+    w = random_matrix(rng, (n, k) if trans else (k, n), dtype)
+    packed = smallgemm.pack(w, trans=trans)
+    op = w.T if trans else w
+    assert packed.shape == (k, n) and packed.dtype == dtype
+    assert packed.nbytes >= op.size * dtype.itemsize
+    for m in (1, 3, kernel.mr() + 1, 40):
+        x = random_matrix(rng, (m, k), dtype)
+        np.testing.assert_array_equal(smallgemm.matmul(x, packed), smallgemm.matmul(x, op))
+        np.testing.assert_array_equal(smallgemm.matmul(x[0], packed), smallgemm.matmul(x[0], op))
+        c = random_matrix(rng, (m, n), dtype)
+        np.testing.assert_array_equal(
+            smallgemm.gemm(0.5, x, packed, beta=2.0, c=c), smallgemm.gemm(0.5, x, op, beta=2.0, c=c)
+        )
+        assert_close(smallgemm.matmul(x, packed), 1.0, x, op)
+    stack = random_matrix(rng, (2, 3, k), dtype)
+    np.testing.assert_array_equal(smallgemm.matmul(stack, packed), smallgemm.matmul(stack, op))
+
+
+def test_bad_use_of_a_packed_operand():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((30, 20)).astype(np.float32)
+    packed = smallgemm.pack(w)
+    with pytest.raises(ValueError, match=r"\(4, 31\).*packed \(30, 20\)"):
+        smallgemm.matmul(np.ones((4, 31), np.float32), packed)
+    with pytest.raises(TypeError, match="float64.*packed operand is float32"):
+        smallgemm.matmul(np.ones((4, 30)), packed)
+    with pytest.raises(ValueError, match="trans_b"):
+        smallgemm.gemm(1.0, np.ones((4, 30), np.float32), packed, trans_b=True)
+    with pytest.raises(ValueError, match="shapes do not match"):
+        smallgemm.gemm(1.0, np.ones((4, 30), np.float32), packed, trans_a=True)
+    with smallgemm.use_kernel("portable"):
+        with pytest.raises(ValueError, match="packed for the 'avx512' kernel|packed for the 'avx2' kernel"):
+            smallgemm.matmul(np.ones((4, 30), np.float32), packed)
+    with pytest.raises(TypeError, match="float32 and float64"):
+        smallgemm.pack(np.ones((3, 3), np.int64))
+    with pytest.raises(ValueError, match="2-D"):
+        smallgemm.pack(np.ones(3, np.float32))
+    # float32 rows with a float64 packed operand are widened exactly.
+    p64 = smallgemm.pack(w.astype(np.float64))
+    x = rng.standard_normal((2, 30)).astype(np.float32)
+    np.testing.assert_array_equal(smallgemm.matmul(x, p64), smallgemm.matmul(x.astype(np.float64), w.astype(np.float64)))
