@@ -1,4 +1,4 @@
-"""Command line: ``python -m smallgemm bench | info``."""
+"""Command line: ``python -m smallgemm bench [--ladder] | info``."""
 
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ def _bench(args) -> int:
         print(f"note: rerunning without {removed} so that NumPy uses its best OpenBLAS kernel "
               f"(--keep-openblas-env to keep them)", flush=True)
         return subprocess.call([sys.executable, "-m", "smallgemm", *sys.argv[1:]], env=clean)
+    if args.ladder:
+        from .ladder import run_ladder
+
+        run_ladder(np.dtype(args.dtype))
+        return 0
     shapes = args.shapes or list(bench.DEFAULT_SHAPES)
     bench.run(shapes, np.dtype(args.dtype), args.threads)
     return 0
@@ -51,6 +56,8 @@ def main(argv=None) -> int:
     b.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     b.add_argument("--threads", type=int, default=1, help="threads for both libraries (default 1)")
     b.add_argument("--shapes", type=_shapes, help="comma-separated MxNxK list (default: seed 000's squares)")
+    b.add_argument("--ladder", action="store_true",
+                   help="run the optimisation ladder instead (naive loops to all cores, %% of FMA peak)")
     b.add_argument("--keep-openblas-env", action="store_true",
                    help="do not remove OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the run")
     b.set_defaults(func=_bench)

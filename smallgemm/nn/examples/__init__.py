@@ -1,0 +1,1 @@
+"""Runnable examples of ``smallgemm.nn`` (``python -m smallgemm.nn.examples.digits``)."""

@@ -1,0 +1,107 @@
+"""The benchmark tooling runs: the pytest-benchmark suite at tiny sizes, the report, the ladder, the peak.
+
+No time is asserted anywhere: these tests check that the tools work, not how
+fast anything is.
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import smallgemm
+from smallgemm import ladder
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "data" / "benchmark_results.json"
+
+
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_benchmark_suite_runs_at_tiny_sizes(tmp_path):
+    """Every case runs once (--benchmark-disable); one dtype and thread count also writes a JSON."""
+    done = _run("-m", "pytest", "benchmarks/", "--bench-small", "--benchmark-disable", "-p", "no:cacheprovider",
+                "-q", env={"OPENBLAS_CORETYPE": "Haswell"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "OPENBLAS_CORETYPE" in done.stdout + done.stderr  # the warning about NumPy's forced kernel
+
+    results = tmp_path / "results.json"
+    done = _run("-m", "pytest", "benchmarks/", "--bench-small", "--benchmark-only", "--benchmark-min-rounds=1",
+                "--benchmark-max-time=0", "-p", "no:cacheprovider", "-q", "-k", "float64 and 1t and square",
+                f"--benchmark-json={results}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(results.read_text())
+    libraries = {b["extra_info"]["library"] for b in data["benchmarks"]}
+    assert libraries == {"smallgemm", "numpy"}
+    groups = {b["group"] for b in data["benchmarks"]}
+    assert len(groups) * 2 == len(data["benchmarks"])  # smallgemm and NumPy share each group
+    assert data["smallgemm"]["peak"]["fma_gflops"]
+    assert data["machine_info"]["cpu_model"]
+
+
+def test_report_markdown_without_matplotlib(tmp_path):
+    """With matplotlib unimportable the report still prints its Markdown (and writes no PNG)."""
+    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
+            f"sys.argv = ['report.py', {str(FIXTURE)!r}, '--out', {str(tmp_path)!r}]; "
+            "runpy.run_path('benchmarks/report.py', run_name='__main__')")
+    done = _run("-c", code)
+    assert done.returncode == 0, done.stderr
+    assert "matplotlib is not installed" in done.stderr
+    session = json.loads(FIXTURE.read_text())["smallgemm"]
+    for text in ("#### square", "#### few-rows", session["cpu_model"], session["openblas"], session["command"]):
+        assert text in done.stdout
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_report_writes_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    done = _run("benchmarks/report.py", str(FIXTURE), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    for name in ("perf_square.png", "perf_few_rows.png", "perf_efficiency.png"):
+        assert (tmp_path / name).stat().st_size > 0
+        assert f"({name})" in done.stdout
+    assert "| smallgemm GFLOP/s |" in done.stdout
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ladder_runs_at_tiny_size(dtype):
+    out = io.StringIO()
+    rungs = ladder.run_ladder(dtype, out, size=32)
+    assert len(rungs) == 5
+    assert all(r.gflops > 0 and r.peak_gflops > 0 for r in rungs)
+    text = out.getvalue()
+    assert "smaller" in text  # the slow rungs say they ran on smaller cubes
+    assert text.count("\n| ") == 6  # header and five rungs
+
+
+@pytest.mark.parametrize("product", [ladder.naive_ijk, ladder.reordered_ikj, ladder.blocked_scalar])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (5, 13, 7), (ladder.MC + 3, ladder.NR * 3 + 1, ladder.KC + 5)])
+def test_ladder_rungs_compute_the_product(product, dtype, m, n, k):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = np.full((m, n), np.nan, dtype)
+    product(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_peak_is_sane():
+    data = smallgemm.peak()
+    assert data["read_gb_per_s"] > 0
+    fma = data["fma_gflops"]
+    assert fma
+    for name, figures in fma.items():
+        assert 0 < figures["one_core"] and 0 < figures["all_cores"]
+        assert figures["all_cores"] >= 0.8 * figures["one_core"], name
+        assert figures["threads"] >= 1
+    for bits in {name.split("_")[1] for name in fma}:
+        assert fma[f"float32_{bits}"]["one_core"] >= fma[f"float64_{bits}"]["one_core"]
