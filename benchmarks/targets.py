@@ -147,6 +147,34 @@ def main():
             lambda: np.matmul(x, w), 2, ">= 1.0")
     compare("backward g @ W.T", lambda: smallgemm.matmul(g, w.T), lambda: np.matmul(g, w.T), 2, ">= 1.0")
     compare("backward x.T @ g", lambda: smallgemm.matmul(x.T, g), lambda: np.matmul(x.T, g), 2, ">= 1.0")
+    few_rows(header)
+
+
+def few_rows(header):
+    """The few-rows targets: x @ W and x @ W.T against NumPy, GEMV against the bandwidth bound."""
+    print("\n### Few rows\n\n" + header)
+    w = rand(512, 2048)
+    w_t = np.ascontiguousarray(w.T)  # [N, K]: a linear layer's usual layout
+    packed_t = smallgemm.pack(w_t, trans=True)
+    for threads in (1, 2):
+        for m in (1, 4, 8, 16):
+            x = rand(m, 512)
+            target = ">= 2" if m >= 4 else ""
+            compare(f"[{m},512] @ [512,2048] float32", lambda: smallgemm.matmul(x, w), lambda: np.matmul(x, w),
+                    threads, target)
+            compare(f"[{m},512] @ W.T, W [2048,512]", lambda: smallgemm.matmul(x, w_t.T),
+                    lambda: np.matmul(x, w_t.T), threads, target)
+            compare(f"[{m},512] @ pack(W, trans=True)", lambda: smallgemm.matmul(x, packed_t),
+                    lambda: np.matmul(x, w_t.T), threads, "")
+    from smallgemm.peak import read_bandwidth
+
+    v, big = rand(1, 4096), rand(4096, 4096)
+    with smallgemm.num_threads(1):
+        timing = bench.time_interleaved([lambda: smallgemm.matmul(v, big)], 20)[0]
+    bound = read_bandwidth() * 1e9 / 4 * 2 / 1e9  # two flops per float read
+    achieved = 2 * 4096 * 4096 / timing.median / 1e9
+    print(f"\n| 1x4096 @ 4096x4096 float32, 1 thread | {achieved:.1f} GFLOP/s | read-bandwidth bound "
+          f"{bound:.1f} GFLOP/s (same run) | {100 * achieved / bound:.0f} % | >= 90 % |")
 
 
 if __name__ == "__main__":

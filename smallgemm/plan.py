@@ -14,7 +14,7 @@ import numpy as np
 
 from . import blocking, dispatch, threads, workspace
 from .batched import batch_entry
-from .driver import gemm_entry, prepacked_entry
+from .driver import gemm_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
 from .parallel import parallel_entry, unpacked_parallel_entry
@@ -35,6 +35,10 @@ _PARALLEL = Entry(
 _PREPACKED = Entry(
     prepacked_entry,
     ("shape", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
+)
+_PREPACKED_ROWS = Entry(
+    prepacked_rows_entry,
+    ("panel_rows", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "buffer"),
 )
 _UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
@@ -262,6 +266,13 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
     ws, sizes = prep.workspace, prep.sizes
+    if m < kernel.mr():
+        # Few rows: the main tile would mostly compute copies of the last row.
+        _PREPACKED_ROWS.get(kernel, dtype)(
+            kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+            sizes.nc, sizes.kc, kernel.nr(dtype), ws.scratch,
+        )
+        return
     _PREPACKED.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,

@@ -17,6 +17,10 @@ from .microkernel import microkernel
 __all__ = ["Kernel", "KERNELS", "kernel_by_name", "microkernel"]
 
 
+# Rows of the panel-wide tile used on prepacked B panels for few rows.
+PANEL_ROWS = 4
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One microkernel: its name, register tile and the CPU features it needs."""
@@ -45,6 +49,13 @@ class Kernel:
         """BLIS-style name, e.g. ``sgemm_avx512_14x32``."""
         prefix = "s" if np.dtype(dtype) == np.float32 else "d"
         return f"{prefix}gemm_{self.name}_{self.mr()}x{self.nr(dtype)}"
+
+    def panel_rows(self) -> TileShape:
+        """A few-rows tile exactly one packed B panel wide (NR): for products with a
+        prepacked B and fewer rows than MR, which would otherwise mostly compute
+        copies of their last row."""
+        s = self.shape
+        return TileShape(rows=PANEL_ROWS, vectors=s.vectors, bits=s.bits, fused=s.fused)
 
     def runs_on(self, features: frozenset[str]) -> bool:
         return all(f in features for f in self.requires)
