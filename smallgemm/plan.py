@@ -159,14 +159,32 @@ def _use_unpacked(m: int, n: int, k: int, b: np.ndarray) -> bool:
     return (m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX) and b.strides[1] == b.itemsize
 
 
+def _trivial(m: int, n: int, k: int, alpha: float, beta: float, c: np.ndarray) -> bool:
+    """Handle the products with nothing to multiply (empty C, k == 0, alpha == 0); True if done."""
+    if m == 0 or n == 0:
+        return True
+    if k == 0 or alpha == 0:
+        _scale(c, beta)
+        return True
+    return False
+
+
+def _in_parallel(run_parallel_path, *args) -> bool:
+    """Run ``run_parallel_path(*args)`` if no other parallel product is running; True if it ran."""
+    if not _parallel_lock.acquire(blocking=False):
+        return False
+    try:
+        run_parallel_path(*args)
+    finally:
+        _parallel_lock.release()
+    return True
+
+
 def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
     """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
     m, k = a.shape
     n = b.shape[1]
-    if m == 0 or n == 0:
-        return
-    if k == 0 or alpha == 0:
-        _scale(c, beta)
+    if _trivial(m, n, k, alpha, beta, c):
         return
     a, b, c, swapped = _oriented(a, b, c)
     if swapped:
@@ -179,19 +197,11 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     workers = threads.get_num_threads()
     parallel = workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME
     if _use_unpacked(m, n, k, b):
-        if parallel and _parallel_lock.acquire(blocking=False):
-            try:
-                run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers)
-            finally:
-                _parallel_lock.release()
+        if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
         prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
         return
-    if parallel and _parallel_lock.acquire(blocking=False):
-        try:
-            run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers)
-        finally:
-            _parallel_lock.release()
+    if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
         return
     sizes = prep.sizes
     prep.blocked(
@@ -257,10 +267,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     """C = alpha*A.B + beta*C with B prepacked (``packed.PackedMatrix``, checked usable)."""
     m, k = a.shape
     n = packed.shape[1]
-    if m == 0 or n == 0:
-        return
-    if k == 0 or alpha == 0:
-        _scale(c, beta)
+    if _trivial(m, n, k, alpha, beta, c):
         return
     dtype = c.dtype
     kernel = dispatch.current()

@@ -188,42 +188,31 @@ def multiply_add(typingctx, shape, x, y, z):
     return x(shape, x, y, z), codegen
 
 
-@intrinsic
-def tile_rows(typingctx, shape):
-    """MR of the shape, as a compile-time constant."""
-    if not isinstance(shape, TileShapeType):
-        return None
+def _shape_constant(value, needs_pointer: bool):
+    """An intrinsic returning ``value(TileShape, itemsize)`` as a compile-time int64."""
 
-    def codegen(context, builder, signature, args):
-        return ir.Constant(_I64, shape.shape.rows)
+    def typer(typingctx, shape, ptr=None):
+        dtype = _float_pointer(ptr) if needs_pointer else types.float64
+        if not isinstance(shape, TileShapeType) or dtype is None:
+            return None
+        constant = ir.Constant(_I64, value(shape.shape, _itemsize(dtype)))
 
-    return types.int64(shape), codegen
+        def codegen(context, builder, signature, args):
+            return constant
 
+        return (types.int64(shape, ptr) if needs_pointer else types.int64(shape)), codegen
 
-@intrinsic
-def tile_cols(typingctx, shape, ptr):
-    """NR of the shape for the pointer's dtype, as a compile-time constant."""
-    dtype = _float_pointer(ptr)
-    if not isinstance(shape, TileShapeType) or dtype is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(_I64, shape.shape.cols(_itemsize(dtype)))
-
-    return types.int64(shape, ptr), codegen
+    if needs_pointer:
+        return intrinsic(lambda typingctx, shape, ptr: typer(typingctx, shape, ptr))
+    return intrinsic(lambda typingctx, shape: typer(typingctx, shape))
 
 
-@intrinsic
-def tile_lanes(typingctx, shape, ptr):
-    """Lanes per vector of the shape for the pointer's dtype, as a compile-time constant."""
-    dtype = _float_pointer(ptr)
-    if not isinstance(shape, TileShapeType) or dtype is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(_I64, shape.shape.lanes(_itemsize(dtype)))
-
-    return types.int64(shape, ptr), codegen
+tile_rows = _shape_constant(lambda s, size: s.rows, needs_pointer=False)
+tile_rows.__doc__ = "tile_rows(shape): MR of the shape, as a compile-time constant."
+tile_cols = _shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
+tile_cols.__doc__ = "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
+tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
+tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
 
 
 @intrinsic
