@@ -15,6 +15,10 @@ from .packed import PackedMatrix, pack
 from .peak import peak
 from .threads import get_num_threads, num_threads, set_num_threads
 from . import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
+from .plan import set_config_loader as _set_config_loader
+from .tune.record import apply_config as _apply_config
+
+_set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
 
 __all__ = [
     "gemm",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m smallgemm bench [--ladder] | info``."""
+"""Command line: ``python -m smallgemm bench [--ladder] | info | tune``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,42 @@ def _info(args) -> int:
     return 0
 
 
+def _ints(text: str) -> list[int]:
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() and int(t) > 0 for t in items):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of positive integers")
+    return [int(t) for t in items]
+
+
+def _tune(args) -> int:
+    from . import dispatch
+    from .tune import record
+    from .tune.search import format_table, search
+
+    kernel = args.kernel or dispatch.current().name
+    output = args.output or record.default_config_path()
+    environment = record.Environment.current()
+    config = record.Config(environment, ())
+    if os.path.exists(output):
+        try:
+            previous = record.load_config(output)
+        except ValueError as error:
+            print(f"error: {error}; remove it or choose another --output", file=sys.stderr)
+            return 2
+        if previous.environment.mismatch(environment) is None:
+            config = record.Config(environment, previous.tunings)  # keep the other dtypes' tunings
+    result = search(kernel, args.dtype, args.shapes, args.threads, args.budget,
+                    workspace_limit=args.workspace_mib << 20, seed=args.seed)
+    print(format_table(result, args.top))
+    if result.best() is None:
+        print("error: no candidate passed validation; nothing written", file=sys.stderr)
+        return 1
+    tuning = record.tuning_from_search(result)
+    record.save_config(config.with_tuning(tuning), output)
+    print(f"chose MC={tuning.mc} NC={tuning.nc} KC={tuning.kc} for {kernel} {args.dtype}; wrote {output}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m smallgemm")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -64,6 +100,20 @@ def main(argv=None) -> int:
     i = sub.add_parser("info", help="CPU, kernel, block sizes, threads and versions")
     i.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak and bandwidth (~2 s)")
     i.set_defaults(func=_info)
+    t = sub.add_parser("tune", help="search block sizes (validated before timed) and write the configuration")
+    t.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    t.add_argument("--kernel", choices=["avx512", "avx2", "portable"],
+                   help="kernel to tune (default: the one this CPU uses)")
+    t.add_argument("--shapes", type=_shapes, default=[(1024, 1024, 1024)],
+                   help="comma-separated MxNxK list to time (default 1024x1024x1024)")
+    t.add_argument("--threads", type=_ints, default=[1],
+                   help="comma-separated thread counts; the first one's timings choose (default 1)")
+    t.add_argument("--budget", type=float, default=60.0, help="seconds of timing (default 60)")
+    t.add_argument("--workspace-mib", type=int, default=64, help="workspace limit per candidate (default 64)")
+    t.add_argument("--seed", type=int, default=1, help="seed of the reproducible inputs (default 1)")
+    t.add_argument("--top", type=int, default=10, help="rows of the result table (default 10)")
+    t.add_argument("--output", help="configuration file (default: the user cache, where matmul looks)")
+    t.set_defaults(func=_tune)
     args = parser.parse_args(argv)
     return args.func(args)
 

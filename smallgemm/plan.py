@@ -9,6 +9,7 @@ not overlap A or B; the public API has checked all of that.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -70,10 +71,42 @@ _parallel_lock = threading.Lock()
 
 # Block sizes in force, by (kernel name, dtype char).
 _block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
+# A tuned configuration is applied once, before block sizes are first read or
+# set (an explicit set_block_sizes then wins over it).  The loader is registered
+# by the package (smallgemm.tune.record.apply_config): the plan does not reach
+# up into the tuner.
+_config_loader: Callable[[], None] | None = None
+_config_lock = threading.RLock()  # re-entered by the loader's own set_block_sizes
+_config_applied = False
+_config_loading = False
+
+
+def set_config_loader(loader: Callable[[], None] | None) -> None:
+    """Register the function that applies a tuned configuration before first use."""
+    global _config_loader, _config_applied
+    with _config_lock:
+        _config_loader = loader
+        _config_applied = False
+
+
+def _apply_config_once() -> None:
+    global _config_applied, _config_loading
+    if _config_applied:
+        return
+    with _config_lock:  # other threads wait until the configuration is in force
+        if _config_applied or _config_loading or _config_loader is None:
+            return
+        _config_loading = True
+        try:
+            _config_loader()  # a corrupt file raises here, and again on the next call
+            _config_applied = True
+        finally:
+            _config_loading = False
 
 
 def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
     """Block sizes in force for this kernel and dtype (a numpy dtype object)."""
+    _apply_config_once()
     key = (kernel.name, dtype.char)
     sizes = _block_sizes.get(key)
     if sizes is None:
@@ -91,6 +124,7 @@ def _bump_version() -> None:
 
 def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
     """Override (or, with None, reset) the block sizes of one kernel and dtype."""
+    _apply_config_once()
     dtype = np.dtype(dtype)
     key = (kernel.name, dtype.char)
     if sizes is None:

@@ -1,3 +1,11 @@
+import os
+import tempfile
+
+# Tests run with the default block sizes: no tuned configuration from the user's
+# environment or cache directory (tests/test_tune.py sets its own).
+os.environ.pop("SMALLGEMM_CONFIG", None)
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="smallgemm-tests-")
+
 import numpy as np
 import pytest
 
