@@ -26,7 +26,8 @@ _BLOCKED = Entry(
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
 )
 _UNPACKED = Entry(
-    unpacked_entry, ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer")
+    unpacked_entry,
+    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer", "buffer"),
 )
 _PARALLEL = Entry(
     parallel_entry,
@@ -49,7 +50,7 @@ _UNPACKED_PARALLEL = Entry(
 _BATCHED = Entry(
     batch_entry,
     ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
-     "int", "int", "int", "buffer", "buffer", "buffer"),
+     "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
@@ -233,7 +234,10 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if _use_unpacked(m, n, k, b):
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
-        prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, scalar(alpha), scalar(beta), a, b, c, prep.sizes.kc, ws.scratch)
+        prep.unpacked(
+            prep.shape, prep.narrow, prep.few, prep.gemv, scalar(alpha), scalar(beta), a, b, c,
+            prep.sizes.kc, ws.scratch, ws.row,
+        )
         return
     if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
         return
@@ -282,8 +286,9 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     prep = prepared(dispatch.current(), dtype)
     ws, sizes = prep.workspace, prep.sizes
     prep.batched(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c,
+        offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.row,
     )
 
 
@@ -294,7 +299,8 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
-    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch)
+    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
+                  prep.workspace.row)
 
 
 def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:

@@ -635,3 +635,47 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, cs, dst, dst_off), codegen
+
+
+@intrinsic
+def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
+    """dst[dst_off : +LANES] = x * src[src_off : +LANES] + dst[...], one vector, the shape's rule.
+
+    The streaming step of a single-row product: LLVM does not vectorise the
+    equivalent scalar loop on its own (it cannot prove the two rows apart).
+    """
+    dtype = _float_pointer(src)
+    if not isinstance(shape, TileShapeType) or dtype is None or dst != src or x != dtype:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, xv, sp, so, dp, do = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        target = _vector_ptr(builder, dp, do, vec)
+        value = builder.call(fma, [_splat(builder, xv, vec), builder.load(_vector_ptr(builder, sp, so, vec), align=1),
+                                   builder.load(target, align=1)])
+        builder.store(value, target, align=1)
+        return context.get_dummy_value()
+
+    return types.void(shape, x, src, src_off, dst, dst_off), codegen
+
+
+@intrinsic
+def prefetch_read(typingctx, ptr, off):
+    """Hint that ``ptr + off`` will be read soon (no effect on results; never faults)."""
+    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        )
+        addr = builder.bitcast(builder.gep(args[0], [args[1]]), i8p)
+        builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(ptr, off), codegen
