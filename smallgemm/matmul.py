@@ -129,8 +129,9 @@ def matmul(a, b, out=None):
             m, k = a.shape
             k_b, n = b.shape
             size = dtype.itemsize
-            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and b.strides[1] == size:
-                if a.strides[0] % size == 0 and a.strides[1] % size == 0 and b.strides[0] % size == 0:
+            sa, sb = a.strides, b.strides
+            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and sb[1] == size:
+                if not (sa[0] % size or sa[1] % size or sb[0] % size):
                     c = np.empty((m, n), dtype)
                     plan.run_small(a, b, c)
                     return c
