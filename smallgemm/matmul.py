@@ -10,6 +10,7 @@ float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import plan
 from .packed import PackedMatrix
@@ -115,7 +116,9 @@ def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x
 
 
-def matmul(a, b, out=None):
+def matmul(
+    a: ArrayLike, b: ArrayLike | PackedMatrix, out: np.ndarray | None = None
+) -> np.ndarray | np.generic:
     """Matrix product with exactly ``numpy.matmul``'s semantics (see the module docstring).
 
     ``out`` may also be given positionally; it may be non-contiguous (it is

@@ -86,11 +86,3 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
     for p in range(depth):
         for j in range(live, nr):
             buf[panel + p * nr + j] = zero
-
-
-@njit(cache=True)
-def pack_b(shape, b, b_off, rs, cs, depth, cols, buf, buf_off):
-    """Pack the ``depth x cols`` slice of B at ``b_off`` into NR-column panels."""
-    nr = tile_cols(shape, b)
-    for j0 in range(0, cols, nr):
-        pack_b_panel(shape, b, b_off + j0 * cs, rs, cs, depth, min(nr, cols - j0), buf, buf_off + j0 * depth)
