@@ -80,8 +80,7 @@ def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
 
 def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """c[...] = a @ b for a, b of c's dtype, shapes already checked and broadcastable."""
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
+    k = a.shape[-1]
     if c.size == 0:
         return
     if k == 0:
