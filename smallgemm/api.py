@@ -51,6 +51,16 @@ def _operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x
 
 
+def _checked_c(c, shape: tuple[int, int], product: str) -> np.ndarray:
+    """``c`` as an array, TypeError unless float32/float64, ValueError unless of ``shape``."""
+    c_in = c if isinstance(c, np.ndarray) else np.asarray(c)
+    if c_in.dtype not in _FLOAT_DTYPES:
+        raise TypeError(f"gemm: c has dtype {c_in.dtype}; only float32 and float64 are supported")
+    if c_in.shape != shape:
+        raise ValueError(f"gemm: c has shape {c_in.shape} but {product} has shape {shape}")
+    return c_in
+
+
 def gemm(
     alpha: float,
     a,
@@ -94,14 +104,7 @@ def gemm(
     shape = (op_a.shape[0], op_b.shape[1])
     dtypes = [a.dtype, b.dtype]
     if c is not None:
-        c_in = c if isinstance(c, np.ndarray) else np.asarray(c)
-        if c_in.dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"gemm: c has dtype {c_in.dtype}; only float32 and float64 are supported")
-        if c_in.shape != shape:
-            raise ValueError(
-                f"gemm: c has shape {c_in.shape} but op(a) @ op(b) has shape {shape} "
-                f"(op(a) {op_a.shape}, op(b) {op_b.shape})"
-            )
+        c_in = _checked_c(c, shape, f"op(a) @ op(b) (op(a) {op_a.shape}, op(b) {op_b.shape})")
         dtypes.append(c_in.dtype)
     # NumPy's promotion among float32/float64 (np.result_type costs ~0.6 us a call).
     dtype = _FLOAT_DTYPES[1] if _FLOAT_DTYPES[1] in dtypes else _FLOAT_DTYPES[0]
@@ -144,11 +147,7 @@ def _gemm_packed(alpha, a, packed: PackedMatrix, beta, c, trans_a, trans_b, over
     if c is None:
         out, beta = np.empty(shape, dtype=dtype), 0.0
     else:
-        c_in = np.asarray(c)
-        if c_in.shape != shape:
-            raise ValueError(f"gemm: c has shape {c_in.shape} but op(a) @ b has shape {shape}")
-        if c_in.dtype not in _FLOAT_DTYPES:
-            raise TypeError(f"gemm: c has dtype {c_in.dtype}; only float32 and float64 are supported")
+        c_in = _checked_c(c, shape, "op(a) @ b")
         if overwrite_c and c_in.dtype == dtype and c_in.flags.writeable and _strides_ok(c_in) \
                 and not np.may_share_memory(c_in, op_a):
             out = c_in

@@ -17,11 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dispatch, plan
-from .driver import pack_entry
-from .entry import Entry
 from .workspace import aligned_empty
-
-_PACK = Entry(pack_entry, ("shape", "matrix", "int", "int", "buffer"))
 
 
 class PackedMatrix:
@@ -82,5 +78,5 @@ def pack(b, trans: bool = False) -> PackedMatrix:
     padded = sum(-(-min(sizes.nc, n - jc) // nr) * nr for jc in range(0, n, sizes.nc))
     data = aligned_empty(max(1, k * padded), arr.dtype)
     if k and n:
-        _PACK.get(kernel, arr.dtype)(kernel.shape, op, sizes.nc, sizes.kc, data)
+        plan.pack_operand(kernel, op, sizes, data)
     return PackedMatrix(data, (k, n), kernel.name, sizes.kc, sizes.nc, bool(trans))

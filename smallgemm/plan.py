@@ -15,7 +15,7 @@ import numpy as np
 
 from . import blocking, dispatch, threads, workspace
 from .batched import batch_entry
-from .driver import gemm_entry, prepacked_entry, prepacked_rows_entry
+from .driver import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
 from .parallel import parallel_entry, unpacked_parallel_entry
@@ -34,6 +34,7 @@ _PARALLEL = Entry(
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int",
      "buffer", "buffer", "buffer", "counter", "log", "log"),
 )
+_PACK = Entry(pack_entry, ("shape", "matrix", "int", "int", "buffer"))
 _PREPACKED = Entry(
     prepacked_entry,
     ("shape", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "buffer", "buffer", "buffer"),
@@ -301,6 +302,12 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     prep = prepared(dispatch.current(), c.dtype)
     prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
                   prep.workspace.row)
+
+
+def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
+    """Pack all of ``b`` (k x n, one float dtype, whole-element strides) into ``data``
+    in the layout the prepacked drivers read (``driver.packed_slice``)."""
+    _PACK.get(kernel, b.dtype)(kernel.shape, b, sizes.nc, sizes.kc, data)
 
 
 def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:

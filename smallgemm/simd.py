@@ -227,16 +227,32 @@ def atomic_fetch_add(typingctx, ptr, value):
     return types.int64(ptr, value), codegen
 
 
+def _tile_args(shape, ptr):
+    """(TileShape, dtype) when the arguments name a valid tile, else None."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+    return shape.shape, dtype
+
+
+def _copy_args(shape, src, dst):
+    """(TileShape, dtype) for an intrinsic moving data from ``src`` to a same-typed ``dst``, else None."""
+    if dst != src:
+        return None
+    return _tile_args(shape, src)
+
+
 @intrinsic
 def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
     """Copy one vector of the shape's width (unaligned) from src+src_off to dst+dst_off."""
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+    found = _copy_args(shape, src, dst)
+    if found is None:
         return None
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, dp, do = args
-        vec = _vector_type(shape.shape, dtype)
+        vec = _vector_type(s, dtype)
         value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
         builder.store(value, _vector_ptr(builder, dp, do, vec), align=1)
         return context.get_dummy_value()
@@ -245,14 +261,6 @@ def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
 
 
 # --- the register tile -------------------------------------------------------------
-
-
-def _tile_args(shape, ptr):
-    """(TileShape, dtype) when the arguments name a valid tile, else None."""
-    dtype = _float_pointer(ptr)
-    if not isinstance(shape, TileShapeType) or dtype is None:
-        return None
-    return shape.shape, dtype
 
 
 @intrinsic
@@ -497,10 +505,10 @@ def pack_a_rows_block(typingctx, shape, src, src_off, rs, dst, dst_off):
     (MR elements each) contiguously at ``dst + dst_off``: the panel layout of
     ``pack_a`` for k = 0..LANES-1.  A plain copy: no arithmetic on the values.
     """
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+    found = _copy_args(shape, src, dst)
+    if found is None:
         return None
-    s = shape.shape
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, rstride, dp, do = args
@@ -534,10 +542,10 @@ def fma_throughput_loop(typingctx, shape, src, iterations):
     FMA peak of the core for this vector width and dtype, measured with the same
     IR the kernels use.  Performs 2 * lanes * rows * vectors * iterations flops.
     """
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(iterations, types.Integer):
+    found = _tile_args(shape, src)
+    if found is None or not isinstance(iterations, types.Integer):
         return None
-    s = shape.shape
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, count = args
@@ -584,10 +592,10 @@ def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
     exactly MR lanes, so nothing outside the source column or the panel column
     is touched.
     """
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+    found = _copy_args(shape, src, dst)
+    if found is None:
         return None
-    s = shape.shape
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, count, dp, do = args
@@ -613,10 +621,10 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
     row stride NR.  B transposed (a linear layer's W stored [N, K]) packs this
     way.  A plain copy: no arithmetic on the values.
     """
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or dst != src:
+    found = _copy_args(shape, src, dst)
+    if found is None:
         return None
-    s = shape.shape
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, cstride, dp, do = args
@@ -644,10 +652,10 @@ def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
     The streaming step of a single-row product: LLVM does not vectorise the
     equivalent scalar loop on its own (it cannot prove the two rows apart).
     """
-    dtype = _float_pointer(src)
-    if not isinstance(shape, TileShapeType) or dtype is None or dst != src or x != dtype:
+    found = _copy_args(shape, src, dst)
+    if found is None or x != found[1]:
         return None
-    s = shape.shape
+    s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, xv, sp, so, dp, do = args
