@@ -66,23 +66,17 @@ def reordered_ikj(a, b, c):
 
 
 @njit(cache=True)
-def _pack_a(a, i0, k0, mc, kc, panels):
-    """A[i0:i0+mc, k0:k0+kc] as MR-row panels, column by column, zero-padded to a multiple of MR."""
-    for q in range((mc + MR - 1) // MR):
-        for p in range(kc):
-            for r in range(MR):
-                i = q * MR + r
-                panels[q, p, r] = a[i0 + i, k0 + p] if i < mc else 0
+def _pack(x, i0, k0, rows, depth, width, panels):
+    """x[i0:i0+rows, k0:k0+depth] as ``width``-row panels, column by column, zero-padded.
 
-
-@njit(cache=True)
-def _pack_b(b, k0, j0, kc, nc, panels):
-    """B[k0:k0+kc, j0:j0+nc] as NR-column panels, row by row, zero-padded to a multiple of NR."""
-    for q in range((nc + NR - 1) // NR):
-        for p in range(kc):
-            for s in range(NR):
-                j = q * NR + s
-                panels[q, p, s] = b[k0 + p, j0 + j] if j < nc else 0
+    A packs into MR-row panels; B packs as B.T into NR-"row" panels, which is
+    B's NR-column panels read row by row.
+    """
+    for q in range((rows + width - 1) // width):
+        for p in range(depth):
+            for r in range(width):
+                i = q * width + r
+                panels[q, p, r] = x[i0 + i, k0 + p] if i < rows else 0
 
 
 @njit(cache=True)
@@ -112,10 +106,10 @@ def blocked_scalar(a, b, c):
         nc = min(NC, n - j0)
         for k0 in range(0, k, KC):
             kc = min(KC, k - k0)
-            _pack_b(b, k0, j0, kc, nc, b_panels)
+            _pack(b.T, j0, k0, nc, kc, NR, b_panels)
             for i0 in range(0, m, MC):
                 mc = min(MC, m - i0)
-                _pack_a(a, i0, k0, mc, kc, a_panels)
+                _pack(a, i0, k0, mc, kc, MR, a_panels)
                 for jr in range(0, nc, NR):
                     for ir in range(0, mc, MR):
                         _scalar_microkernel(a_panels[ir // MR], b_panels[jr // NR], kc, acc, c,

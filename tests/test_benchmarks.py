@@ -105,3 +105,18 @@ def test_peak_is_sane():
         assert figures["threads"] >= 1
     for bits in {name.split("_")[1] for name in fma}:
         assert fma[f"float32_{bits}"]["one_core"] >= fma[f"float64_{bits}"]["one_core"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ladder_rungs_compute_the_product(dtype):
+    """The ladder's own products are right, across its MC/KC/NC blocks and MR/NR edges."""
+    from reference import assert_close
+
+    rng = np.random.default_rng(0)
+    m, n, k = ladder.MC + 5, ladder.NR * 3 + 1, ladder.KC + 3
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    for product in (ladder.naive_ijk, ladder.reordered_ikj, ladder.blocked_scalar):
+        c = np.full((m, n), np.nan, dtype)
+        product(a, b, c)
+        assert_close(c, 1.0, a, b)
