@@ -24,6 +24,7 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
         "narrow": TileShapeType(kernel.narrow),
         "few": TileShapeType(kernel.few),
         "gemv": TileShapeType(kernel.gemv),
+        "resident": TileShapeType(kernel.resident),
         "panel_rows": TileShapeType(kernel.panel_rows()),
         "scalar": scalar,
         "matrix": types.Array(scalar, 2, "A", readonly=True),
@@ -41,7 +42,7 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
 class Entry:
     """One jitted entry function and the kinds of its arguments, in order.
 
-    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``panel_rows`` (the kernel's TileShapes), ``scalar`` (of the dtype),
+    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
     (1-D contiguous int64 array).

@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from .driver import merge_mode, pack_b_task, row_block_task
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
-from .unpacked import tile_choice, unpacked_tiles
+from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice, unpacked_tiles
 
 # At least this many row-block tasks per worker, so that uneven tasks even out
 # (seed 001); when rows are too few for that, columns are split too.
@@ -177,7 +177,7 @@ def unpacked_parallel(
 
 
 @njit(cache=True)
-def unpacked_parallel_entry(shape, narrow, few, gemv, alpha, beta, one, zero, a, b, c, kc, workers, scratch, partial, counter):
+def unpacked_parallel_entry(shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, partial, counter):
     """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``)."""
     size = a.itemsize
     m, k = a.shape
@@ -187,12 +187,12 @@ def unpacked_parallel_entry(shape, narrow, few, gemv, alpha, beta, one, zero, a,
         address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size,
         address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), partial, counter,
     )
-    choice = tile_choice(shape, narrow, m, n, address(a))
-    if choice == 1:
+    choice = tile_choice(shape, narrow, resident, m, n, k, kc, address(a))
+    if choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads
         unpacked_parallel(narrow, *args)
-    elif choice == 2:
+    elif choice == FEW_TILE:
         unpacked_parallel(few, *args)
-    elif choice == 3:
+    elif choice == GEMV_TILE:
         unpacked_parallel(gemv, *args)
     else:
         unpacked_parallel(shape, *args)

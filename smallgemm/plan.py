@@ -27,7 +27,7 @@ _BLOCKED = Entry(
 )
 _UNPACKED = Entry(
     unpacked_entry,
-    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer", "buffer"),
+    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer", "buffer"),
 )
 _PARALLEL = Entry(
     parallel_entry,
@@ -45,12 +45,12 @@ _PREPACKED_ROWS = Entry(
 )
 _UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
-    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out", "int", "int",
+    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out", "int", "int",
      "buffer", "buffer", "counter"),
 )
 _BATCHED = Entry(
     batch_entry,
-    ("shape", "narrow", "few", "gemv", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
+    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
      "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
@@ -148,13 +148,14 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "narrow", "few", "gemv", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
+    __slots__ = ("shape", "narrow", "few", "gemv", "resident", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
         self.narrow = kernel.narrow
         self.few = kernel.few
         self.gemv = kernel.gemv
+        self.resident = kernel.resident
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _BLOCKED.get(kernel, dtype)
@@ -236,7 +237,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
         prep.unpacked(
-            prep.shape, prep.narrow, prep.few, prep.gemv, scalar(alpha), scalar(beta), a, b, c,
+            prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, scalar(alpha), scalar(beta), a, b, c,
             prep.sizes.kc, ws.scratch, ws.row,
         )
         return
@@ -258,7 +259,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     partial_size = k_blocks * m * n if 1 < k_blocks and k_blocks * m * n <= SPLIT_K_MAX_ELEMENTS else 0
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _UNPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.narrow, prep.few, prep.gemv, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
         a, b, c, kc, workers, ws.scratch, np.empty(partial_size, dtype), ws.counter,
     )
 
@@ -287,7 +288,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     prep = prepared(dispatch.current(), dtype)
     ws, sizes = prep.workspace, prep.sizes
     prep.batched(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c,
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
         offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.row,
     )
@@ -300,7 +301,7 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
-    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
+    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
                   prep.workspace.row)
 
 

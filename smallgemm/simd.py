@@ -45,12 +45,16 @@ class TileShape:
     ``fused`` selects ``llvm.fma`` (one rounding; needs hardware FMA) for every
     multiply-add; otherwise ``llvm.fmuladd``, which LLVM fuses only where that is
     fast, so a portable kernel never becomes a chain of FMA library calls.
+
+    ``depth`` is for resident-B tiles only (``resident_b``): how many rows of B
+    (k steps) the tile keeps in registers while rows of C stream past.
     """
 
     rows: int
     vectors: int
     bits: int
     fused: bool
+    depth: int = 1
 
     def lanes(self, itemsize: int) -> int:
         """Elements per vector for a dtype of ``itemsize`` bytes."""
@@ -65,7 +69,8 @@ class TileShapeType(types.Type):
     def __init__(self, shape: TileShape):
         self.shape = shape
         s = shape
-        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'})")
+        depth = f"d{s.depth}" if s.depth != 1 else ""
+        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth})")
 
 
 @typeof_impl.register(TileShape)
@@ -213,6 +218,8 @@ tile_cols = _shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
 tile_cols.__doc__ = "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
 tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
 tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
+resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
+resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 
 
 @intrinsic
@@ -328,6 +335,67 @@ SCALE = 1  # first kc block, beta != 0:      C = alpha*AB + beta*C
 ACCUMULATE = 2  # later kc blocks:            C = alpha*AB + C
 
 
+def _write_args(tile, c, alpha, beta):
+    """(TileShape, dtype) when a tile can be merged into ``c`` with these scalars, else None."""
+    if not isinstance(tile, TileType) or _float_pointer(c) != tile.dtype:
+        return None
+    if alpha != tile.dtype or beta != tile.dtype:
+        return None
+    return tile.shape, tile.dtype
+
+
+def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, live=None):
+    """Merge ``acc`` into C by ``mode`` (see OVERWRITE / SCALE / ACCUMULATE), rows of C unit-stride.
+
+    With ``live`` = (rows, cols), run-time counts, rows at or past ``rows`` are
+    skipped and lanes at or past ``cols`` are neither read nor written (masked
+    loads and stores).
+    """
+    vec = acc.type.element
+    fma = _declare_fma(builder.module, s.fused, vec)
+    va = _splat(builder, alpha_v, vec)
+    vb = _splat(builder, beta_v, vec)
+    masks = [None if live is None else _lane_mask(builder, live[1], v * vec.count, vec.count) for v in range(s.vectors)]
+
+    def load(ptr, v):
+        if masks[v] is None:
+            return builder.load(ptr, align=1)
+        return _masked_load(builder, ptr, None, vec, masks[v])
+
+    def store(value, ptr, v):
+        if masks[v] is None:
+            builder.store(value, ptr, align=1)
+        else:
+            _masked_store_lanes(builder, value, ptr, masks[v])
+
+    fn = builder.function
+    blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
+    done = fn.append_basic_block("tile_write_done")
+    switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
+    switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
+    switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
+    for m, block in blocks.items():
+        builder.position_at_end(block)
+        for i in range(s.rows):
+            if i > 0 and live is not None:
+                next_row = fn.append_basic_block("tile_write_row")
+                builder.cbranch(builder.icmp_signed(">", live[0], ir.Constant(_I64, i)), next_row, done)
+                builder.position_at_end(next_row)
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            for v in range(s.vectors):
+                ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+                t = builder.extract_value(acc, i * s.vectors + v)
+                if m == OVERWRITE:
+                    new = builder.fmul(va, t)
+                elif m == SCALE:
+                    new = builder.call(fma, [va, t, builder.fmul(vb, load(ptr, v))])
+                else:
+                    new = builder.call(fma, [va, t, load(ptr, v)])
+                store(new, ptr, v)
+        builder.branch(done)
+    builder.position_at_end(done)
+
+
 @intrinsic
 def tile_write(typingctx, tile, c, c_off, rs, alpha, beta, mode):
     """Merge a full tile into C whose rows are unit-stride (row stride ``rs``).
@@ -335,43 +403,32 @@ def tile_write(typingctx, tile, c, c_off, rs, alpha, beta, mode):
     ``mode`` is OVERWRITE, SCALE or ACCUMULATE (see above); with OVERWRITE, C is
     never loaded, so NaN or garbage in C cannot leak into the result.
     """
-    if not isinstance(tile, TileType) or _float_pointer(c) != tile.dtype:
+    found = _write_args(tile, c, alpha, beta)
+    if found is None:
         return None
-    if alpha != tile.dtype or beta != tile.dtype:
-        return None
-    s, dtype = tile.shape, tile.dtype
 
     def codegen(context, builder, signature, args):
-        acc, cp, coff, rstride, alpha_v, beta_v, mode_v = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
-        va = _splat(builder, alpha_v, vec)
-        vb = _splat(builder, beta_v, vec)
-        fn = builder.function
-        blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
-        done = fn.append_basic_block("tile_write_done")
-        switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
-        switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
-        switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
-        for m, block in blocks.items():
-            builder.position_at_end(block)
-            for i in range(s.rows):
-                row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
-                for v in range(s.vectors):
-                    ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
-                    t = builder.extract_value(acc, i * s.vectors + v)
-                    if m == OVERWRITE:
-                        new = builder.fmul(va, t)
-                    elif m == SCALE:
-                        new = builder.call(fma, [va, t, builder.fmul(vb, builder.load(ptr, align=1))])
-                    else:
-                        new = builder.call(fma, [va, t, builder.load(ptr, align=1)])
-                    builder.store(new, ptr, align=1)
-            builder.branch(done)
-        builder.position_at_end(done)
+        _write_tile(builder, found[0], *args)
         return context.get_dummy_value()
 
     return types.void(tile, c, c_off, rs, alpha, beta, mode), codegen
+
+
+@intrinsic
+def tile_write_part(typingctx, tile, c, c_off, rs, live_rows, live_cols, alpha, beta, mode):
+    """``tile_write`` of the top-left ``live_rows x live_cols`` only: an edge tile
+    merged with masked vector loads and stores and the same arithmetic per
+    element; nothing else of C is read or written."""
+    found = _write_args(tile, c, alpha, beta)
+    if found is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        acc, cp, coff, rstride, rows, cols, alpha_v, beta_v, mode_v = args
+        _write_tile(builder, found[0], acc, cp, coff, rstride, alpha_v, beta_v, mode_v, live=(rows, cols))
+        return context.get_dummy_value()
+
+    return types.void(tile, c, c_off, rs, live_rows, live_cols, alpha, beta, mode), codegen
 
 
 @intrinsic
@@ -412,12 +469,25 @@ def _lane_mask(builder, live, first_lane, count):
 
 
 def _masked_load(builder, ptr, off, vec, mask):
+    """Load the lanes of ``mask`` from ``ptr + off`` elements (``off`` None: ``ptr`` is a vector pointer); others are zero."""
     fn = builder.module.declare_intrinsic(
         f"llvm.masked.load.v{vec.count}{'f32' if isinstance(vec.element, ir.FloatType) else 'f64'}.p0",
         fnty=ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
     )
     zero = ir.Constant(vec, None)
-    return builder.call(fn, [_vector_ptr(builder, ptr, off, vec), ir.Constant(ir.IntType(32), 1), mask, zero])
+    vptr = ptr if off is None else _vector_ptr(builder, ptr, off, vec)
+    return builder.call(fn, [vptr, ir.Constant(ir.IntType(32), 1), mask, zero])
+
+
+def _masked_store_lanes(builder, value, ptr, mask):
+    """Store the lanes of ``value`` selected by ``mask`` (<n x i1>) at the vector pointer ``ptr``."""
+    vec = value.type
+    lane = "f32" if isinstance(vec.element, ir.FloatType) else "f64"
+    fn = builder.module.declare_intrinsic(
+        f"llvm.masked.store.v{vec.count}{lane}.p0v{vec.count}{lane}",
+        fnty=ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type]),
+    )
+    builder.call(fn, [value, ptr, ir.Constant(ir.IntType(32), 1), mask])
 
 
 @intrinsic
@@ -455,6 +525,103 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
 
 
+class ResidentType(types.Type):
+    """Rows of B held in registers by a resident-B tile: depth x vectors LLVM vectors."""
+
+    def __init__(self, shape: TileShape, dtype: types.Float):
+        self.shape = shape
+        self.dtype = dtype
+        super().__init__(name=f"Resident({shape}, {dtype})")
+
+
+@register_model(ResidentType)
+class _ResidentModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        vec = _vector_type(fe_type.shape, fe_type.dtype)
+        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.shape.depth * fe_type.shape.vectors))
+
+
+@intrinsic
+def resident_b(typingctx, shape, b, b_off, rs_b, live_depth, live_cols):
+    """Load rows ``b[b_off + p*rs_b : ... + NR]``, p < depth, into registers (unit-stride rows).
+
+    For products whose whole k fits in the tile's depth: B is loaded once and
+    every row of C is computed from registers (``resident_row``).  Rows at or
+    past ``live_depth`` and lanes at or past ``live_cols`` load zero (masked
+    loads), so nothing outside B is read.
+    """
+    found = _tile_args(shape, b)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, bp, boff, rsb, depth, cols = args
+        vec = _vector_type(s, dtype)
+        value = ir.Constant(ir.ArrayType(vec, s.depth * s.vectors), None)
+        for p in range(s.depth):
+            live_row = _splat(builder, builder.icmp_signed(">", depth, ir.Constant(_I64, p)), ir.VectorType(ir.IntType(1), vec.count))
+            row = builder.add(boff, builder.mul(rsb, ir.Constant(_I64, p)))
+            for v in range(s.vectors):
+                mask = builder.and_(_lane_mask(builder, cols, v * vec.count, vec.count), live_row)
+                loaded = _masked_load(builder, bp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec, mask)
+                value = builder.insert_value(value, loaded, p * s.vectors + v)
+        return value
+
+    return ResidentType(s, dtype)(shape, b, b_off, rs_b, live_depth, live_cols), codegen
+
+
+@intrinsic
+def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth):
+    """tile[i, :] + sum over p < ``live_depth`` of a[a_off + i*rs_a + p*cs_a] * B[p, :], B from registers.
+
+    The same FMA chain per row, in increasing p, as ``tile_rank1`` over those k
+    steps, so a row of C gets the bits every other path gives it.  Rows at or
+    past ``live_rows`` repeat the last live row (never written back); A is never
+    read past ``live_depth``.
+    """
+    if not isinstance(tile, TileType) or not isinstance(resident, ResidentType):
+        return None
+    if tile.shape != resident.shape or tile.dtype != resident.dtype or _float_pointer(a) != tile.dtype:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, rb, ap, aoff, rsa, csa, rows, depth = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        last = builder.sub(rows, ir.Constant(_I64, 1))
+        starts = []
+        for i in range(s.rows):
+            row = ir.Constant(_I64, i)
+            row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+            starts.append(builder.add(aoff, builder.mul(row, rsa)))
+        done = builder.function.append_basic_block("resident_product_done")
+        finished = []  # (tile, block) of every way out of the chain, for the phi
+        for p in range(s.depth):
+            if p > 0:  # stop after live_depth steps: A is never read past its k
+                step = builder.function.append_basic_block("resident_product_step")
+                finished.append((acc, builder.block))
+                builder.cbranch(builder.icmp_signed(">", depth, ir.Constant(_I64, p)), step, done)
+                builder.position_at_end(step)
+            column = builder.mul(csa, ir.Constant(_I64, p))
+            for i in range(s.rows):
+                av = _splat(builder, builder.load(builder.gep(ap, [builder.add(starts[i], column)])), vec)
+                for v in range(s.vectors):
+                    idx = i * s.vectors + v
+                    bv = builder.extract_value(rb, p * s.vectors + v)
+                    acc = builder.insert_value(acc, builder.call(fma, [av, bv, builder.extract_value(acc, idx)]), idx)
+        finished.append((acc, builder.block))
+        builder.branch(done)
+        builder.position_at_end(done)
+        result = builder.phi(acc.type)
+        for value, block in finished:
+            result.add_incoming(value, block)
+        return result
+
+    return tile(tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth), codegen
+
+
 def _transpose(builder, rows, lanes):
     """Transpose a square block of ``lanes`` vectors of ``lanes`` lanes (butterfly of 2-input shuffles).
 
@@ -481,19 +648,14 @@ def _transpose(builder, rows, lanes):
 
 
 def _masked_store(builder, value, ptr, live):
-    """Store the first ``live`` lanes of ``value`` at ``ptr`` (a plain store when all are live)."""
+    """Store the first ``live`` (a compile-time count) lanes of ``value`` at ``ptr``."""
     vec = value.type
     if live == vec.count:
         builder.store(value, ptr, align=1)
         return
     i1 = ir.IntType(1)
     mask = ir.Constant(ir.VectorType(i1, vec.count), [1 if j < live else 0 for j in range(vec.count)])
-    lane = "f32" if isinstance(vec.element, ir.FloatType) else "f64"
-    name = f"llvm.masked.store.v{vec.count}{lane}.p0v{vec.count}{lane}"
-    fn = builder.module.declare_intrinsic(
-        name, fnty=ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type])
-    )
-    builder.call(fn, [value, ptr, ir.Constant(ir.IntType(32), 1), mask])
+    _masked_store_lanes(builder, value, ptr, mask)
 
 
 @intrinsic

@@ -10,30 +10,52 @@ contiguous (vector loads of B rows); A may have any strides.
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel
-from .simd import ACCUMULATE, OVERWRITE, address, axpy_vector, multiply_add, prefetch_read, tile_cols, tile_lanes, tile_rows
-
+from .kernels.microkernel import direct_microkernel, merge_tile
+from .simd import (
+    ACCUMULATE,
+    OVERWRITE,
+    address,
+    axpy_vector,
+    multiply_add,
+    prefetch_read,
+    resident_b,
+    resident_depth,
+    resident_product,
+    tile_cols,
+    tile_lanes,
+    tile_rows,
+    tile_zero,
+)
 
 # Up to this many rows the few-rows tile (4 x 64 with AVX-512) beats the main
 # 14 x 32 tile on unpacked operands: measured 1.6x at m = 16, equal at m = 64.
 FEW_TILE_MAX_ROWS = 32
 
 
-@njit(cache=True)
-def tile_choice(shape, narrow, m, n, a):
-    """Which of the kernel's tiles suits an unpacked product: 0 main, 1 narrow, 2 few rows, 3 gemv.
+# The kernel's tiles, as ``tile_choice`` names them.
+MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4
 
-    ``narrow`` (one vector wide) when n fits in it: a 16x16 float32 product then
-    computes no padding; ``gemv`` (1 x 256) for a single row; ``few`` (4 x 64)
-    for a few rows, where the main tile would mostly compute copies of the last row.
+
+@njit(cache=True)
+def tile_choice(shape, narrow, resident, m, n, k, kc, a):
+    """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
+
+    ``resident`` when all of B fits in its registers (k <= depth, n within one
+    tile row) and k is one KC block (so its sums are those of the blocked
+    path): B is loaded once per product; ``narrow`` (one vector wide) when n
+    fits in it: a 16x16 float32 product then computes no padding; ``gemv``
+    (1 x 256) for a single row; ``few`` (4 x 64) for a few rows, where the main
+    tile would mostly compute copies of the last row.
     """
+    if n <= tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
+        return RESIDENT_TILE
     if n <= tile_cols(narrow, a):
-        return 1
+        return NARROW_TILE
     if m == 1:
-        return 3
+        return GEMV_TILE
     if m <= FEW_TILE_MAX_ROWS:
-        return 2
-    return 0
+        return FEW_TILE
+    return MAIN_TILE
 
 
 # Columns of C accumulated at once by ``gemv_rows`` (its row buffer: 16 KiB of
@@ -85,17 +107,48 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 
 
 @njit(cache=True)
+def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """A whole product with B in registers (k <= the tile's depth, n <= its width).
+
+    The common layouts (A and C rows contiguous) get their own compiled loops,
+    with those strides known at compile time: then no call is left in the
+    loop, B stays in registers and the A addresses are constant offsets.
+    """
+    if cs_c == 1:
+        if cs_a == 1:
+            resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, 1, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+        else:
+            resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+    else:
+        resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+
+
+@njit(cache=True)
+def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers."""
+    mr = tile_rows(resident)
+    mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
+    held = resident_b(resident, b, b_off, rs_b, k, n)
+    for i in range(0, m, mr):
+        rows = min(mr, m - i)
+        tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
+        merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+
+
+@njit(cache=True)
 def gemm_unpacked(
-    shape, narrow, few, gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc,
-    scratch, row,
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
+    kc, scratch, row,
 ):
     """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows)."""
-    choice = tile_choice(shape, narrow, m, n, a)
-    if choice == 1:
+    choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
+    if choice == RESIDENT_TILE:
+        resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+    elif choice == NARROW_TILE:
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
-    elif choice == 2:
+    elif choice == FEW_TILE:
         unpacked_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
-    elif choice == 3:
+    elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row)
     else:
         unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
@@ -124,11 +177,11 @@ def unpacked_tiles(
 
 
 @njit(cache=True)
-def unpacked_entry(shape, narrow, few, gemv, alpha, beta, a, b, c, kc, scratch, row):
+def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc, scratch, row):
     """Entry from Python: 2-D arrays of one dtype, C not overlapping A or B."""
     size = a.itemsize
     gemm_unpacked(
-        shape, narrow, few, gemv, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        shape, narrow, few, gemv, resident, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
         address(a), 0, a.strides[0] // size, a.strides[1] // size,
         address(b), 0, b.strides[0] // size,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,

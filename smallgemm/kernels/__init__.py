@@ -36,6 +36,10 @@ class Kernel:
     # One row of A (a vector times a matrix): one row of C, many vectors wide;
     # memory-bound, so each loaded vector of B feeds exactly one FMA.
     gemv: TileShape
+    # Whole products with k <= depth and n within one row of the tile (stacks of
+    # tiny matrices, 16x16x16 float32): B stays in registers for the whole
+    # product while its rows of C stream past, ``rows`` at a time.
+    resident: TileShape
     requires: tuple[str, ...]
     description: str
 
@@ -69,6 +73,8 @@ KERNELS: tuple[Kernel, ...] = (
         TileShape(rows=16, vectors=1, bits=512, fused=True),
         TileShape(rows=4, vectors=4, bits=512, fused=True),
         TileShape(rows=1, vectors=16, bits=512, fused=True),
+        # 16 zmm hold B, 8 the rows of C.
+        TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),
         ("avx512f", "fma"),
         "AVX-512: 14x32 float32, 14x16 float64",
     ),
@@ -80,6 +86,7 @@ KERNELS: tuple[Kernel, ...] = (
         TileShape(rows=8, vectors=1, bits=256, fused=True),
         TileShape(rows=4, vectors=2, bits=256, fused=True),
         TileShape(rows=1, vectors=8, bits=256, fused=True),
+        TileShape(rows=4, vectors=1, bits=256, fused=True, depth=8),
         ("avx2", "fma"),
         "AVX2+FMA: 6x16 float32, 6x8 float64",
     ),
@@ -91,6 +98,7 @@ KERNELS: tuple[Kernel, ...] = (
         TileShape(rows=4, vectors=1, bits=128, fused=False),
         TileShape(rows=2, vectors=2, bits=128, fused=False),
         TileShape(rows=1, vectors=4, bits=128, fused=False),
+        TileShape(rows=4, vectors=1, bits=128, fused=False, depth=8),
         (),
         "portable 128-bit: 4x8 float32, 4x4 float64",
     ),

@@ -20,12 +20,13 @@ from ..simd import (
     OVERWRITE,
     multiply_add,
     tile_cols,
+    tile_prefetch,
     tile_rank1,
     tile_rank1_direct,
     tile_rows,
-    tile_prefetch,
     tile_store,
     tile_write,
+    tile_write_part,
     tile_zero,
 )
 
@@ -59,13 +60,22 @@ def direct_microkernel(
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
-    """Merge the useful ``rows x cols`` part of a finished tile into C."""
+    """Merge the useful ``rows x cols`` part of a finished tile into C.
+
+    Rows of C with unit stride take vector writes (masked at the edges); other
+    layouts go through ``scratch`` and a scalar loop.  Inlined (Numba IR) so
+    that a caller whose ``cs_c`` is a compile-time 1 keeps no call, and so no
+    spilled registers, in its loop.
+    """
     mr = tile_rows(shape)
     nr = tile_cols(shape, c)
-    if rows == mr and cols == nr and cs_c == 1:
-        tile_write(tile, c, c_off, rs_c, alpha, beta, mode)
+    if cs_c == 1:
+        if rows == mr and cols == nr:
+            tile_write(tile, c, c_off, rs_c, alpha, beta, mode)
+        else:
+            tile_write_part(tile, c, c_off, rs_c, rows, cols, alpha, beta, mode)
     else:
         tile_store(tile, scratch)
         write_back(shape, scratch, nr, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode)

@@ -1,0 +1,115 @@
+"""Tiny products with B held in registers (the kernels' resident-B tiles)."""
+
+import numpy as np
+import pytest
+from conftest import random_matrix
+from numba import njit
+from reference import assert_close
+
+import smallgemm
+from smallgemm import plan
+from smallgemm.simd import address
+from smallgemm.unpacked import RESIDENT_TILE, tile_choice
+
+
+def resident_limits(kernel, dtype):
+    """(largest k, largest n) that the kernel's resident tile takes."""
+    tile = kernel.resident
+    return tile.depth, tile.cols(dtype.itemsize)
+
+
+@njit
+def _tile_choice(shape, narrow, resident, m, n, k, kc, probe):
+    return tile_choice(shape, narrow, resident, m, n, k, kc, address(probe))
+
+
+def chosen(kernel, dtype, m, n, k):
+    """The tile the unpacked driver picks for an m x n x k product."""
+    kc = plan.block_sizes(kernel, dtype).kc
+    return _tile_choice(kernel.shape, kernel.narrow, kernel.resident, m, n, k, kc, np.zeros(1, dtype))
+
+
+def a_layouts(rng, m, k, dtype):
+    yield "C", random_matrix(rng, (m, k), dtype)
+    yield "F", random_matrix(rng, (m, k), dtype, order="F")
+    yield "strided", random_matrix(rng, (2 * m, 3 * k), dtype)[::2, ::3]
+    yield "reversed", random_matrix(rng, (m, k), dtype)[::-1, ::-1]
+
+
+def test_resident_tile_takes_the_tiny_products(kernel, dtype):
+    depth, width = resident_limits(kernel, dtype)
+    assert chosen(kernel, dtype, 16, width, depth) == RESIDENT_TILE
+    assert chosen(kernel, dtype, 1, 1, 1) == RESIDENT_TILE
+    assert chosen(kernel, dtype, 16, width + 1, depth) != RESIDENT_TILE
+    assert chosen(kernel, dtype, 16, width, depth + 1) != RESIDENT_TILE
+
+
+@pytest.mark.parametrize("m", [1, 3, 8, 9, 16, 17, 41])
+def test_resident_products_against_reference(kernel, dtype, m):
+    depth, width = resident_limits(kernel, dtype)
+    rng = np.random.default_rng(m)
+    for k in sorted({1, 2, depth - 1, depth}):
+        for n in sorted({1, width - 1, width}):
+            assert chosen(kernel, dtype, m, n, k) == RESIDENT_TILE
+            b = random_matrix(rng, (k, n), dtype)
+            for name, a in a_layouts(rng, m, k, dtype):
+                assert_close(smallgemm.matmul(a, b), 1.0, a, b)
+                for c in (
+                    random_matrix(rng, (m, n), dtype),
+                    random_matrix(rng, (m, n), dtype, order="F"),
+                    random_matrix(rng, (2 * m, 2 * n), dtype)[::2, ::2],  # no unit stride: the scalar merge
+                ):
+                    for alpha, beta in ((0.5, -2.0), (1.5, 1.0)):
+                        c_in = c.copy()
+                        got = smallgemm.gemm(alpha, a, b, beta=beta, c=c, overwrite_c=True)
+                        assert np.shares_memory(got, c), "gemm must write a usable c in place"
+                        assert_close(got, alpha, a, b, beta, c_in)
+                        c[...] = c_in
+
+
+def test_resident_products_write_nothing_outside_c(kernel, dtype):
+    depth, width = resident_limits(kernel, dtype)
+    rng = np.random.default_rng(4)
+    m, k, n = 11, depth - 1, width - 1
+    a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    frame = np.full((m + 2, n + 2), np.nan, dtype)
+    c = frame[1:-1, 1:-1]
+    smallgemm.matmul(a, b, out=c)
+    assert_close(c, 1.0, a, b)
+    outside = frame.copy()
+    outside[1:-1, 1:-1] = np.nan
+    assert np.isnan(outside).all()
+
+
+def test_resident_products_match_the_blocked_path_bitwise(kernel, dtype):
+    """A row of a tiny product has the bits it gets inside a large (packed) product."""
+    depth, width = resident_limits(kernel, dtype)
+    rng = np.random.default_rng(5)
+    k, n = depth, width
+    big = random_matrix(rng, (4000, k), dtype)  # past the unpacked volume: the blocked driver
+    b = random_matrix(rng, (k, n), dtype)
+    full = smallgemm.matmul(big, b)
+    for rows in (slice(0, 1), slice(5, 12), slice(100, 116)):
+        assert chosen(kernel, dtype, rows.stop - rows.start, n, k) == RESIDENT_TILE
+        np.testing.assert_array_equal(smallgemm.matmul(big[rows], b), full[rows])
+
+
+def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype):
+    depth, width = resident_limits(kernel, dtype)
+    rng = np.random.default_rng(6)
+    a = random_matrix(rng, (50, 16, depth), dtype)
+    b = random_matrix(rng, (50, depth, width), dtype)
+    got = smallgemm.matmul(a, b)
+    for t in range(50):
+        np.testing.assert_array_equal(got[t], smallgemm.matmul(a[t], b[t]))
+    assert_close(got.reshape(-1, width)[:16], 1.0, a[0], b[0])
+
+
+def test_k_beyond_a_kc_block_is_not_resident(kernel, dtype, tiny_blocks):
+    """With KC smaller than the tile's depth, the sums must still follow the KC blocks."""
+    width = resident_limits(kernel, dtype)[1]
+    k = tiny_blocks.kc + 3
+    assert chosen(kernel, dtype, 8, width, k) != RESIDENT_TILE
+    rng = np.random.default_rng(7)
+    a, b = random_matrix(rng, (8, k), dtype), random_matrix(rng, (k, width), dtype)
+    assert_close(smallgemm.matmul(a, b), 1.0, a, b)
