@@ -9,6 +9,8 @@ float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -60,11 +62,20 @@ def _fold_rows(x: np.ndarray) -> np.ndarray | None:
     return view
 
 
+@lru_cache(maxsize=64)
+def _even_offsets(count: int, step: int) -> np.ndarray:
+    """``step * arange(count)``, read-only and shared: a loop calling matmul on stacks of
+    one shape pays for it once, not on every call (it cost ~5 % of a 1000x16x16 product)."""
+    offsets = np.arange(count, dtype=np.int64) * step
+    offsets.flags.writeable = False
+    return offsets
+
+
 def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
     """Element offset of each matrix of ``x``'s stack, broadcast to ``batch_shape``."""
     if x.ndim == 3 and len(batch_shape) == 1 and x.shape[0] == batch_shape[0]:
         # One batch axis, not broadcast: evenly spaced matrices (the common case).
-        return np.arange(x.shape[0], dtype=np.int64) * (x.strides[0] // x.itemsize)
+        return _even_offsets(x.shape[0], x.strides[0] // x.itemsize)
     nb = len(batch_shape)
     offsets = np.zeros(batch_shape, dtype=np.int64)
     lead = nb - (x.ndim - 2)
@@ -165,6 +176,8 @@ def matmul(
         )
     if a.ndim == 2 and b.ndim == 2:
         batch_shape = ()
+    elif a.shape[:-2] == b.shape[:-2]:
+        batch_shape = a.shape[:-2]
     else:
         try:
             batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
