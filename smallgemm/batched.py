@@ -16,7 +16,7 @@ from .unpacked import gemm_unpacked
 @njit(cache=True)
 def batch_entry(
     shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc, abuf, bbuf, scratch,
-    row,
+    sums,
 ):
     """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices."""
     size = a.itemsize
@@ -30,7 +30,7 @@ def batch_entry(
         if unpacked:
             gemm_unpacked(
                 shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b,
-                pc, offsets_c[t], rs_c, cs_c, kc, address(scratch), address(row),
+                pc, offsets_c[t], rs_c, cs_c, kc, address(scratch), address(sums),
             )
         else:
             gemm_serial(

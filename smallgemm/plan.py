@@ -238,7 +238,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
             return
         prep.unpacked(
             prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, scalar(alpha), scalar(beta), a, b, c,
-            prep.sizes.kc, ws.scratch, ws.row,
+            prep.sizes.kc, ws.scratch, ws.sums,
         )
         return
     if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
@@ -290,7 +290,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     prep.batched(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
         offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.row,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
     )
 
 
@@ -302,7 +302,7 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """
     prep = prepared(dispatch.current(), c.dtype)
     prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
-                  prep.workspace.row)
+                  prep.workspace.sums)
 
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:

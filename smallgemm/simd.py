@@ -327,6 +327,26 @@ def tile_store(typingctx, tile, buf):
     return types.void(tile, buf), codegen
 
 
+@intrinsic
+def tile_load(typingctx, shape, buf):
+    """A tile read back from buf[0 : MR*NR], row-major as ``tile_store`` wrote it."""
+    found = _tile_args(shape, buf)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, bp = args
+        vec = _vector_type(s, dtype)
+        value = ir.Constant(ir.ArrayType(vec, s.rows * s.vectors), None)
+        for idx in range(s.rows * s.vectors):
+            loaded = builder.load(_vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+            value = builder.insert_value(value, loaded, idx)
+        return value
+
+    return TileType(s, dtype)(shape, buf), codegen
+
+
 # Update rules when a finished tile is merged into C.  Every path of the library
 # (vector write, scalar edge write, few-rows kernels) applies exactly these, so an
 # element of C gets the same bits whichever path wrote it.

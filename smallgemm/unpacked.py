@@ -15,6 +15,7 @@ from .simd import (
     ACCUMULATE,
     OVERWRITE,
     address,
+    advance,
     axpy_vector,
     multiply_add,
     prefetch_read,
@@ -23,7 +24,10 @@ from .simd import (
     resident_product,
     tile_cols,
     tile_lanes,
+    tile_load,
+    tile_rank1_direct,
     tile_rows,
+    tile_store,
     tile_zero,
 )
 
@@ -106,6 +110,58 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                     c[at] = multiply_add(rule, alpha, row[j], beta * c[at])
 
 
+# The few-rows stream: rows of B taken this many at a time (then the tiles'
+# partial sums go to the stream buffer and the next column strip reads the
+# same rows), and columns whose partial sums the buffer holds at once.
+STREAM_STEPS = 16
+STREAM_COLS = 1024
+# Elements of the stream buffer: partial sums of up to FEW_TILE_MAX_ROWS rows
+# x STREAM_COLS columns, or one GEMV chunk.
+STREAM_SIZE = max(GEMV_CHUNK, FEW_TILE_MAX_ROWS * STREAM_COLS)
+
+
+@njit(cache=True)
+def few_rows_stream(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch):
+    """Few rows (m <= FEW_TILE_MAX_ROWS), B row-major: B read along its rows.
+
+    A tile walking down one column strip of B for a whole KC block jumps a
+    row stride at every step, and with rows several KiB apart the hardware
+    prefetchers cannot follow (measured: 45 cycles a step).  Here each group of
+    STREAM_STEPS rows of B is swept across a chunk of columns, strip after
+    strip, so B streams from memory in order; the tiles' partial sums wait in
+    ``sums`` (L2) between groups.  Each element is still one FMA chain in
+    increasing k over its KC block, from zero, merged by the usual rules: the
+    bits of ``unpacked_tiles``.
+    """
+    mr = tile_rows(few)
+    nr = tile_cols(few, a)
+    tile_size = mr * nr
+    strips = STREAM_COLS // nr
+    for j0 in range(0, n, STREAM_COLS):
+        width = min(STREAM_COLS, n - j0)
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            for p0 in range(0, depth, STREAM_STEPS):
+                steps = min(STREAM_STEPS, depth - p0)
+                last = p0 + steps == depth
+                for jr in range(0, width, nr):
+                    cols = min(nr, width - jr)
+                    b_at = b_off + (pc + p0) * rs_b + j0 + jr
+                    for ir in range(0, m, mr):
+                        rows = min(mr, m - ir)
+                        held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
+                        tile = tile_zero(few, a) if p0 == 0 else tile_load(few, held)
+                        a_at = a_off + ir * rs_a + (pc + p0) * cs_a
+                        for p in range(steps):
+                            tile = tile_rank1_direct(tile, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, cols)
+                        if last:
+                            merge_tile(few, tile, c, c_off + ir * rs_c + (j0 + jr) * cs_c, rs_c, cs_c, rows, cols,
+                                       alpha, beta, mode, scratch)
+                        else:
+                            tile_store(tile, held)
+
+
 @njit(cache=True)
 def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
     """A whole product with B in registers (k <= the tile's depth, n <= its width).
@@ -138,18 +194,22 @@ def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off
 @njit(cache=True)
 def gemm_unpacked(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
-    kc, scratch, row,
+    kc, scratch, sums,
 ):
-    """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows)."""
+    """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows).
+
+    ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming paths.
+    """
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if choice == RESIDENT_TILE:
         resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
     elif choice == NARROW_TILE:
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
-        unpacked_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+        few_rows_stream(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums,
+                        scratch)
     elif choice == GEMV_TILE:
-        gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row)
+        gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
         unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
 
@@ -177,7 +237,7 @@ def unpacked_tiles(
 
 
 @njit(cache=True)
-def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc, scratch, row):
+def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc, scratch, sums):
     """Entry from Python: 2-D arrays of one dtype, C not overlapping A or B."""
     size = a.itemsize
     gemm_unpacked(
@@ -185,5 +245,5 @@ def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc,
         address(a), 0, a.strides[0] // size, a.strides[1] // size,
         address(b), 0, b.strides[0] // size,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,
-        kc, address(scratch), address(row),
+        kc, address(scratch), address(sums),
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocking import BlockSizes
-from .unpacked import GEMV_CHUNK
+from .unpacked import STREAM_SIZE
 
 ALIGN = 64
 
@@ -34,7 +34,7 @@ class Workspace:
     bbuf: np.ndarray
     scratch: np.ndarray
     counter: np.ndarray
-    row: np.ndarray  # one row of C's partial sums for the single-row (GEMV) path
+    sums: np.ndarray  # partial sums of the unpacked streaming paths (GEMV, few rows)
 
 
 _local = threading.local()
@@ -56,6 +56,6 @@ def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) 
             bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
             counter=aligned_empty(ALIGN // 8, np.int64),
-            row=aligned_empty(GEMV_CHUNK, dtype),
+            sums=aligned_empty(STREAM_SIZE, dtype),
         )
     return ws

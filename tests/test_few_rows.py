@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import plan
+from smallgemm import plan, unpacked
 from conftest import random_matrix
 from reference import assert_close
 
@@ -133,3 +133,20 @@ def test_bad_use_of_a_packed_operand():
     p64 = smallgemm.pack(w.astype(np.float64))
     x = rng.standard_normal((2, 30)).astype(np.float32)
     np.testing.assert_array_equal(smallgemm.matmul(x, p64), smallgemm.matmul(x.astype(np.float64), w.astype(np.float64)))
+
+
+@pytest.mark.parametrize("m", [2, 5, 17, 32])
+def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m):
+    """Several column chunks of the stream buffer and several groups of B rows per KC
+    block: the result matches the reference and, bitwise, the rows of a packed product."""
+    rng = np.random.default_rng(m)
+    k, n = 3 * unpacked.STREAM_STEPS + 5, unpacked.STREAM_COLS + 70
+    w = random_matrix(rng, (k, n), dtype)
+    big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
+    full = smallgemm.matmul(big, w)
+    x = big[7 : 7 + m]
+    got = smallgemm.matmul(x, w)
+    assert_close(got, 1.0, x, w)
+    np.testing.assert_array_equal(got, full[7 : 7 + m])
+    c = random_matrix(rng, (m, n), dtype)
+    assert_close(smallgemm.gemm(-0.5, x, w, beta=2.0, c=c), -0.5, x, w, 2.0, c)
