@@ -143,7 +143,7 @@ def matmul(
             k_b, n = b.shape
             size = dtype.itemsize
             sa, sb = a.strides, b.strides
-            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and sb[1] == size:
+            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and k * n < plan.PARALLEL_MIN_STREAM and sb[1] == size:
                 if not (sa[0] % size or sa[1] % size or sb[0] % size):
                     c = np.empty((m, n), dtype)
                     plan.run_small(a, b, c)

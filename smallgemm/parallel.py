@@ -21,7 +21,7 @@ from numba import njit, prange
 
 from .driver import merge_mode, pack_b_task, row_block_task
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
-from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice, unpacked_tiles
+from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, STREAM_SIZE, stream_tiles, tile_choice
 
 # At least this many row-block tasks per worker, so that uneven tasks even out
 # (seed 001); when rows are too few for that, columns are split too.
@@ -112,11 +112,12 @@ def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf,
 @njit(cache=True, parallel=True)
 def unpacked_parallel(
     tile, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, c, rs_c, cs_c, kc, workers,
-    scratch, partial, counter,
+    scratch, sums, partial, counter,
 ):
     """The unpacked driver (few rows, B rows contiguous) on ``workers`` workers.
 
-    Tasks are (row chunk, column strip) pairs handed out by the counter.  When
+    Tasks are (row chunk, column strip) pairs handed out by the counter, each
+    computed by ``stream_tiles`` with the worker's own stream buffer.  When
     they are too few to keep the workers busy and k spans several KC blocks,
     the blocks are split too (split-K): each (chunk, strip, KC block) task writes
     its block's raw tile sum into its own slice of ``partial``, then the slices
@@ -140,6 +141,7 @@ def unpacked_parallel(
     total = tasks * k_blocks if split else tasks
     for w in prange(workers):
         my_scratch = advance(scratch, w * mr * nr)
+        my_sums = advance(sums, w * STREAM_SIZE)
         task = atomic_fetch_add(next_task, 1)
         while task < total:
             block = task // tasks
@@ -152,15 +154,15 @@ def unpacked_parallel(
             cols = min(per_strip * nr, n - j0)
             if split:
                 p0 = block * kc
-                unpacked_tiles(
+                stream_tiles(
                     tile, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0, rs_b,
-                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_scratch,
+                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_sums, my_scratch,
                 )
             else:
-                unpacked_tiles(
+                stream_tiles(
                     tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0, rs_b,
-                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch,
+                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch,
                 )
             task = atomic_fetch_add(next_task, 1)
     if split:
@@ -177,7 +179,9 @@ def unpacked_parallel(
 
 
 @njit(cache=True)
-def unpacked_parallel_entry(shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, partial, counter):
+def unpacked_parallel_entry(
+    shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial, counter
+):
     """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``)."""
     size = a.itemsize
     m, k = a.shape
@@ -185,7 +189,8 @@ def unpacked_parallel_entry(shape, narrow, few, gemv, resident, alpha, beta, one
     args = (
         m, n, k, alpha, beta, one, zero,
         address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size,
-        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), partial, counter,
+        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
+        counter,
     )
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, address(a))
     if choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads

@@ -46,7 +46,7 @@ _PREPACKED_ROWS = Entry(
 _UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
     ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out", "int", "int",
-     "buffer", "buffer", "counter"),
+     "buffer", "buffer", "buffer", "counter"),
 )
 _BATCHED = Entry(
     batch_entry,
@@ -59,6 +59,10 @@ UNPACKED_MAX_VOLUME = 80 * 80 * 80
 # Below this many multiply-adds a product stays on one thread: starting the
 # workers and the barriers cost more than they give (docs/design.md).
 PARALLEL_MIN_VOLUME = 112 * 112 * 112
+# From this many elements of B, an unpacked product (few rows: memory-bound,
+# B read once) is worth splitting across threads whatever its multiply-adds:
+# each core then streams its share of B (docs/design.md).
+PARALLEL_MIN_STREAM = 1 << 18
 # Up to this many rows (and with unit-stride B rows) the unpacked driver beats
 # packing B whatever the size: each row of B is used by few rows of A
 # (docs/performance.md, few rows).
@@ -234,6 +238,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     workers = threads.get_num_threads()
     parallel = workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME
     if _use_unpacked(m, n, k, b):
+        parallel = parallel or (workers > 1 and k * n >= PARALLEL_MIN_STREAM)
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
         prep.unpacked(
@@ -260,7 +265,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _UNPACKED_PARALLEL.get(kernel, dtype)(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
-        a, b, c, kc, workers, ws.scratch, np.empty(partial_size, dtype), ws.counter,
+        a, b, c, kc, workers, ws.scratch, ws.sums, np.empty(partial_size, dtype), ws.counter,
     )
 
 
@@ -297,7 +302,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
 def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """C = A.B on the unpacked path, for callers that checked it applies.
 
-    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, unit-stride rows of
+    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, k*n < PARALLEL_MIN_STREAM, unit-stride rows of
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)

@@ -110,56 +110,66 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                     c[at] = multiply_add(rule, alpha, row[j], beta * c[at])
 
 
-# The few-rows stream: rows of B taken this many at a time (then the tiles'
-# partial sums go to the stream buffer and the next column strip reads the
-# same rows), and columns whose partial sums the buffer holds at once.
+# The row stream (``stream_tiles``): rows of B taken this many at a time (then
+# the tiles' partial sums go to the stream buffer and the next column strip
+# reads the same rows), columns whose partial sums the buffer holds at once,
+# and rows of A per sweep.
 STREAM_STEPS = 16
 STREAM_COLS = 1024
-# Elements of the stream buffer: partial sums of up to FEW_TILE_MAX_ROWS rows
-# x STREAM_COLS columns, or one GEMV chunk.
-STREAM_SIZE = max(GEMV_CHUNK, FEW_TILE_MAX_ROWS * STREAM_COLS)
+STREAM_ROWS = 32
+# Elements of the stream buffer: partial sums of STREAM_ROWS rows x
+# STREAM_COLS columns, or one GEMV chunk.
+STREAM_SIZE = max(GEMV_CHUNK, STREAM_ROWS * STREAM_COLS)
 
 
 @njit(cache=True)
-def few_rows_stream(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch):
-    """Few rows (m <= FEW_TILE_MAX_ROWS), B row-major: B read along its rows.
+def stream_tiles(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch):
+    """The unpacked product with B read along its rows (few rows, B row-major).
 
     A tile walking down one column strip of B for a whole KC block jumps a
     row stride at every step, and with rows several KiB apart the hardware
     prefetchers cannot follow (measured: 45 cycles a step).  Here each group of
     STREAM_STEPS rows of B is swept across a chunk of columns, strip after
-    strip, so B streams from memory in order; the tiles' partial sums wait in
-    ``sums`` (L2) between groups.  Each element is still one FMA chain in
-    increasing k over its KC block, from zero, merged by the usual rules: the
-    bits of ``unpacked_tiles``.
+    strip, for up to STREAM_ROWS rows of A, so B streams from memory in order;
+    the tiles' partial sums wait in ``sums`` (STREAM_SIZE elements, in L2)
+    between groups.  Each element is still one FMA chain in increasing k over
+    its KC block, from zero, merged by the usual rules: the bits of
+    ``unpacked_tiles``.
     """
-    mr = tile_rows(few)
-    nr = tile_cols(few, a)
+    mr = tile_rows(tile)
+    nr = tile_cols(tile, a)
     tile_size = mr * nr
     strips = STREAM_COLS // nr
-    for j0 in range(0, n, STREAM_COLS):
-        width = min(STREAM_COLS, n - j0)
-        for pc in range(0, k, kc):
-            depth = min(kc, k - pc)
-            mode = merge_mode(pc, beta)
-            for p0 in range(0, depth, STREAM_STEPS):
-                steps = min(STREAM_STEPS, depth - p0)
-                last = p0 + steps == depth
-                for jr in range(0, width, nr):
-                    cols = min(nr, width - jr)
-                    b_at = b_off + (pc + p0) * rs_b + j0 + jr
-                    for ir in range(0, m, mr):
-                        rows = min(mr, m - ir)
-                        held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
-                        tile = tile_zero(few, a) if p0 == 0 else tile_load(few, held)
-                        a_at = a_off + ir * rs_a + (pc + p0) * cs_a
-                        for p in range(steps):
-                            tile = tile_rank1_direct(tile, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, cols)
-                        if last:
-                            merge_tile(few, tile, c, c_off + ir * rs_c + (j0 + jr) * cs_c, rs_c, cs_c, rows, cols,
-                                       alpha, beta, mode, scratch)
-                        else:
-                            tile_store(tile, held)
+    sweep = max(mr, STREAM_ROWS // mr * mr)
+    for i0 in range(0, m, sweep):
+        height = min(sweep, m - i0)
+        for j0 in range(0, n, STREAM_COLS):
+            width = min(STREAM_COLS, n - j0)
+            for pc in range(0, k, kc):
+                depth = min(kc, k - pc)
+                mode = merge_mode(pc, beta)
+                for p0 in range(0, depth, STREAM_STEPS):
+                    steps = min(STREAM_STEPS, depth - p0)
+                    last = p0 + steps == depth
+                    for jr in range(0, width, nr):
+                        cols = min(nr, width - jr)
+                        b_at = b_off + (pc + p0) * rs_b + j0 + jr
+                        for ir in range(0, height, mr):
+                            rows = min(mr, height - ir)
+                            held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
+                            tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
+                            a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
+                            if cols == nr:  # a compile-time width: plain vector loads, no masks
+                                for p in range(steps):
+                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, nr)
+                            else:
+                                for p in range(steps):
+                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, cols)
+                            if last:
+                                merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
+                                           rows, cols, alpha, beta, mode, scratch)
+                            else:
+                                tile_store(tile_sum, held)
 
 
 @njit(cache=True)
@@ -206,8 +216,7 @@ def gemm_unpacked(
     elif choice == NARROW_TILE:
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
-        few_rows_stream(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums,
-                        scratch)
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch)
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:

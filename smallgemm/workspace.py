@@ -34,7 +34,7 @@ class Workspace:
     bbuf: np.ndarray
     scratch: np.ndarray
     counter: np.ndarray
-    sums: np.ndarray  # partial sums of the unpacked streaming paths (GEMV, few rows)
+    sums: np.ndarray  # partial sums of the unpacked streaming paths (GEMV, few rows), one per worker
 
 
 _local = threading.local()
@@ -56,6 +56,6 @@ def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) 
             bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
             counter=aligned_empty(ALIGN // 8, np.int64),
-            sums=aligned_empty(STREAM_SIZE, dtype),
+            sums=aligned_empty(threads * STREAM_SIZE, dtype),
         )
     return ws

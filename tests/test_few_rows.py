@@ -150,3 +150,29 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m):
     np.testing.assert_array_equal(got, full[7 : 7 + m])
     c = random_matrix(rng, (m, n), dtype)
     assert_close(smallgemm.gemm(-0.5, x, w, beta=2.0, c=c), -0.5, x, w, 2.0, c)
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtype, m, monkeypatch):
+    """Below the parallel volume, a few-rows product whose B is large still streams B on
+    every worker (it is memory-bound); the bits do not depend on the thread count."""
+    rng = np.random.default_rng(m)
+    k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
+    assert m * n * k < plan.PARALLEL_MIN_VOLUME
+    x, w = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    parallel_runs = []
+    original = plan.run_unpacked_parallel
+
+    def recording(*args, **kwargs):
+        parallel_runs.append(args[-1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(plan, "run_unpacked_parallel", recording)
+    results = []
+    for threads in (1, 2, 3, 8):
+        with smallgemm.num_threads(threads):
+            results.append(smallgemm.matmul(x, w))
+    assert parallel_runs == [2, 3, 8]
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 1.0, x, w)
