@@ -152,7 +152,7 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "narrow", "few", "gemv", "resident", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
+    __slots__ = ("shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
@@ -160,6 +160,7 @@ class _Prepared:
         self.few = kernel.few
         self.gemv = kernel.gemv
         self.resident = kernel.resident
+        self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _BLOCKED.get(kernel, dtype)
@@ -196,8 +197,11 @@ def _oriented(a, b, c):
     return a, b, c, False
 
 
-def _use_unpacked(m: int, n: int, k: int, b: np.ndarray) -> bool:
-    return (m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX) and b.strides[1] == b.itemsize
+def _use_unpacked(m: int, n: int, k: int, b: np.ndarray, narrow_cols: int) -> bool:
+    """Unpacked when packing costs more than it saves: small products, few rows, or
+    n within the narrow tile (a packed tile would mostly compute padding)."""
+    small = m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX or n <= narrow_cols
+    return small and b.strides[1] == b.itemsize
 
 
 def _trivial(m: int, n: int, k: int, alpha: float, beta: float, c: np.ndarray) -> bool:
@@ -237,7 +241,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     ws = prep.workspace
     workers = threads.get_num_threads()
     parallel = workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME
-    if _use_unpacked(m, n, k, b):
+    if _use_unpacked(m, n, k, b, prep.narrow_cols):
         parallel = parallel or (workers > 1 and k * n >= PARALLEL_MIN_STREAM)
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
@@ -294,7 +298,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     ws, sizes = prep.workspace, prep.sizes
     prep.batched(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
-        offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b),
+        offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b, prep.narrow_cols),
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
     )
 

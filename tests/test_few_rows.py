@@ -176,3 +176,21 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     assert_close(results[0], 1.0, x, w)
+
+
+def test_narrow_products_with_many_rows_match_the_packed_path_bitwise(kernel, dtype):
+    """n within the narrow tile: unpacked whatever m (x @ W for a 10-class output layer);
+    the bits are those of the packed driver, which a B with strided rows is sent to."""
+    rng = np.random.default_rng(11)
+    m, k, n = 700, 300, kernel.narrow.cols(dtype.itemsize) - 3
+    x = random_matrix(rng, (m, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    w_strided = np.zeros((k, 2 * n), dtype)[:, ::2]
+    w_strided[...] = w
+    got = smallgemm.matmul(x, w)
+    assert_close(got, 1.0, x, w)
+    np.testing.assert_array_equal(got, smallgemm.matmul(x, w_strided))
+    g = random_matrix(rng, (m, n), dtype)
+    acc = random_matrix(rng, (k, n), dtype)
+    got = smallgemm.gemm(1.0, x, g, beta=1.0, c=acc, trans_a=True)
+    assert_close(got, 1.0, x.T, g, 1.0, acc)
