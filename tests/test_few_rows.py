@@ -182,7 +182,7 @@ def test_narrow_products_with_many_rows_match_the_packed_path_bitwise(kernel, dt
     """n within the narrow tile: unpacked whatever m (x @ W for a 10-class output layer);
     the bits are those of the packed driver, which a B with strided rows is sent to."""
     rng = np.random.default_rng(11)
-    m, k, n = 700, 300, kernel.narrow.cols(dtype.itemsize) - 3
+    m, k, n = 700, 300, max(1, kernel.narrow.cols(dtype.itemsize) - 3)
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     w_strided = np.zeros((k, 2 * n), dtype)[:, ::2]
