@@ -29,8 +29,8 @@ def batch_entry(
     for t in range(offsets_c.shape[0]):
         if unpacked:
             gemm_unpacked(
-                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b,
-                pc, offsets_c[t], rs_c, cs_c, kc, address(scratch), address(sums),
+                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a,
+                pb, offsets_b[t], rs_b, cs_b, pc, offsets_c[t], rs_c, cs_c, kc, address(scratch), address(sums),
             )
         else:
             gemm_serial(

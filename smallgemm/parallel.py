@@ -111,7 +111,7 @@ def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf,
 
 @njit(cache=True, parallel=True)
 def unpacked_parallel(
-    tile, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, c, rs_c, cs_c, kc, workers,
+    tile, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers,
     scratch, sums, partial, counter,
 ):
     """The unpacked driver (few rows, B rows contiguous) on ``workers`` workers.
@@ -156,12 +156,12 @@ def unpacked_parallel(
                 p0 = block * kc
                 stream_tiles(
                     tile, rows, cols, min(kc, k - p0), one, zero,
-                    a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0, rs_b,
+                    a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
                     address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_sums, my_scratch,
                 )
             else:
                 stream_tiles(
-                    tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0, rs_b,
+                    tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
                     c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch,
                 )
             task = atomic_fetch_add(next_task, 1)
@@ -188,7 +188,7 @@ def unpacked_parallel_entry(
     n = b.shape[1]
     args = (
         m, n, k, alpha, beta, one, zero,
-        address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
         counter,
     )

@@ -198,10 +198,15 @@ def _oriented(a, b, c):
 
 
 def _use_unpacked(m: int, n: int, k: int, b: np.ndarray, narrow_cols: int) -> bool:
-    """Unpacked when packing costs more than it saves: small products, few rows, or
-    n within the narrow tile (a packed tile would mostly compute padding)."""
-    small = m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX or n <= narrow_cols
-    return small and b.strides[1] == b.itemsize
+    """Unpacked when packing B whole costs more than it saves.
+
+    With B's rows contiguous: small products, few rows, or n within the narrow
+    tile (a packed tile would mostly compute padding).  With B's columns
+    contiguous (``x @ W.T``): few rows, B packed on the fly a strip at a time.
+    """
+    if b.strides[1] == b.itemsize:
+        return m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX or n <= narrow_cols
+    return m <= FEW_ROWS_MAX and b.strides[0] == b.itemsize
 
 
 def _trivial(m: int, n: int, k: int, alpha: float, beta: float, c: np.ndarray) -> bool:

@@ -11,6 +11,7 @@ from numba import njit
 
 from .driver import merge_mode
 from .kernels.microkernel import direct_microkernel, merge_tile
+from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
     OVERWRITE,
@@ -114,17 +115,21 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 # the tiles' partial sums go to the stream buffer and the next column strip
 # reads the same rows), columns whose partial sums the buffer holds at once,
 # and rows of A per sweep.
-STREAM_STEPS = 16
+STREAM_STEPS = 32
 STREAM_COLS = 1024
 STREAM_ROWS = 32
-# Elements of the stream buffer: partial sums of STREAM_ROWS rows x
-# STREAM_COLS columns, or one GEMV chunk.
-STREAM_SIZE = max(GEMV_CHUNK, STREAM_ROWS * STREAM_COLS)
+# The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
+# one GEMV chunk), then room for one STREAM_STEPS-row panel of a B whose rows
+# are not contiguous, packed on the fly.
+STREAM_SUMS = max(GEMV_CHUNK, STREAM_ROWS * STREAM_COLS)
+STREAM_SIZE = STREAM_SUMS + STREAM_STEPS * STREAM_COLS
 
 
 @njit(cache=True)
-def stream_tiles(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch):
-    """The unpacked product with B read along its rows (few rows, B row-major).
+def stream_tiles(
+    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch
+):
+    """The unpacked product with B read along its rows (few rows).
 
     A tile walking down one column strip of B for a whole KC block jumps a
     row stride at every step, and with rows several KiB apart the hardware
@@ -135,11 +140,17 @@ def stream_tiles(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_
     between groups.  Each element is still one FMA chain in increasing k over
     its KC block, from zero, merged by the usual rules: the bits of
     ``unpacked_tiles``.
+
+    A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
+    on the fly, STREAM_STEPS rows by one strip, into an L1 panel at the end of
+    ``sums`` (in-register transposes): B is read once, in the order of W's
+    rows, instead of being packed whole into memory and read again.
     """
     mr = tile_rows(tile)
     nr = tile_cols(tile, a)
     tile_size = mr * nr
     strips = STREAM_COLS // nr
+    panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
@@ -153,7 +164,11 @@ def stream_tiles(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_
                     last = p0 + steps == depth
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
-                        b_at = b_off + (pc + p0) * rs_b + j0 + jr
+                        b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
+                        src, rs_src = b, rs_b
+                        if cs_b != 1:
+                            pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, 0)
+                            src, b_at, rs_src = panel, 0, nr
                         for ir in range(0, height, mr):
                             rows = min(mr, height - ir)
                             held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
@@ -161,10 +176,10 @@ def stream_tiles(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_
                             a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
                             if cols == nr:  # a compile-time width: plain vector loads, no masks
                                 for p in range(steps):
-                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, nr)
+                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, src, b_at + p * rs_src, nr)
                             else:
                                 for p in range(steps):
-                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, b, b_at + p * rs_b, cols)
+                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, src, b_at + p * rs_src, cols)
                             if last:
                                 merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
                                            rows, cols, alpha, beta, mode, scratch)
@@ -203,20 +218,31 @@ def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off
 
 @njit(cache=True)
 def gemm_unpacked(
-    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
-    kc, scratch, sums,
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
+    rs_c, cs_c, kc, scratch, sums,
 ):
-    """C = alpha*A.B + beta*C without packing (requires m, n, k >= 1 and unit-stride B rows).
+    """C = alpha*A.B + beta*C without packing the operands whole (requires m, n, k >= 1).
 
-    ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming paths.
+    B's rows must be contiguous (``cs_b == 1``), or its columns for few rows
+    (m <= STREAM_ROWS: ``stream_tiles`` packs it on the fly).  ``sums``
+    (STREAM_SIZE elements) holds the partial sums of the streaming paths.
     """
+    if cs_b != 1:
+        if m == 1:
+            stream_tiles(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+                         c, c_off, rs_c, cs_c, kc, sums, scratch)
+        else:
+            stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+                         c, c_off, rs_c, cs_c, kc, sums, scratch)
+        return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if choice == RESIDENT_TILE:
         resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
     elif choice == NARROW_TILE:
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
-        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums, scratch)
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 1, c, c_off, rs_c, cs_c, kc, sums,
+                     scratch)
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
@@ -252,7 +278,7 @@ def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc,
     gemm_unpacked(
         shape, narrow, few, gemv, resident, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
         address(a), 0, a.strides[0] // size, a.strides[1] // size,
-        address(b), 0, b.strides[0] // size,
+        address(b), 0, b.strides[0] // size, b.strides[1] // size,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,
         kc, address(scratch), address(sums),
     )

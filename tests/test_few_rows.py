@@ -152,14 +152,16 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m):
     assert_close(smallgemm.gemm(-0.5, x, w, beta=2.0, c=c), -0.5, x, w, 2.0, c)
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
 @pytest.mark.parametrize("m", [1, 2, 4])
-def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtype, m, monkeypatch):
+def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtype, m, transposed, monkeypatch):
     """Below the parallel volume, a few-rows product whose B is large still streams B on
     every worker (it is memory-bound); the bits do not depend on the thread count."""
     rng = np.random.default_rng(m)
     k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
     assert m * n * k < plan.PARALLEL_MIN_VOLUME
-    x, w = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    x = random_matrix(rng, (m, k), dtype)
+    w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     parallel_runs = []
     original = plan.run_unpacked_parallel
 
