@@ -19,7 +19,8 @@ exceed Numba's pool, whose threads then run several workers in turn.
 
 from numba import njit, prange
 
-from .driver import merge_mode, pack_b_task, row_block_task
+from .driver import macro_kernel, merge_mode, pack_b_task, row_block_task
+from .packing import pack_a, pack_b_panel
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
 from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, STREAM_SIZE, stream_tiles, tile_choice
 
@@ -43,10 +44,16 @@ def task_split(m, cols, mc, mr, nr, workers):
     row_blocks = min(row_panels, (row_blocks + workers - 1) // workers * workers)
     panels = (cols + nr - 1) // nr
     wanted = TASKS_PER_WORKER * workers
-    groups = min(panels, max(1, (wanted + row_blocks - 1) // row_blocks))
-    per_group = (panels + groups - 1) // groups
-    groups = (panels + per_group - 1) // per_group
+    groups, per_group = column_groups(panels, (wanted + row_blocks - 1) // row_blocks)
     return row_blocks, groups, per_group
+
+
+@njit(cache=True)
+def column_groups(panels, count):
+    """(groups, panels per group): ``panels`` NR panels in about ``count`` even groups."""
+    groups = min(panels, max(1, count))
+    per_group = (panels + groups - 1) // groups
+    return (panels + per_group - 1) // per_group, per_group
 
 
 @njit(cache=True)
@@ -73,6 +80,13 @@ def gemm_parallel(
         for pc in range(0, k, kc):  # PC
             depth = min(kc, k - pc)
             b_slice = pc * rs_b + jc * cs_b
+            if m <= mc and workers * nr <= nc:  # one row block; bbuf holds a panel per worker
+                one_row_block(
+                    shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
+                    c, jc * cs_c, rs_c, cs_c, alpha, beta, merge_mode(pc, beta), kc, workers,
+                    abuf, bbuf, scratch, counter, log_b, log_rows,
+                )
+                continue
             counter[0] = 0
             for w in prange(workers):  # pack the B slice, one NR panel per task
                 task = atomic_fetch_add(next_task, 1)
@@ -94,6 +108,49 @@ def gemm_parallel(
                         alpha, beta, mode, my_abuf, my_scratch,
                     )
                     task = atomic_fetch_add(next_task, 1)
+
+
+@njit(cache=True, parallel=True)
+def one_row_block(
+    shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, kc, workers, abuf, bbuf, scratch, counter, log_a, log_groups,
+):
+    """One (JC, PC) step when all of A's rows are one block (m <= MC).
+
+    The A block is packed once, its MR-row panels handed out as tasks, into a
+    buffer every worker reads; then the tasks are groups of B panels, each
+    panel packed by the worker that takes it, into its own buffer, just before
+    its only use: the B slice never goes out to memory and comes back
+    (``gemm_serial`` does the same on one thread).
+    """
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    next_task = address(counter)
+    row_panels = (m + mr - 1) // mr
+    counter[0] = 0
+    for w in prange(workers):
+        task = atomic_fetch_add(next_task, 1)
+        while task < row_panels:
+            record(log_a, task)
+            i0 = task * mr
+            pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
+            task = atomic_fetch_add(next_task, 1)
+    groups, per_group = column_groups((cols + nr - 1) // nr, TASKS_PER_WORKER * workers)
+    counter[0] = 0
+    for w in prange(workers):
+        my_bbuf = advance(bbuf, w * kc * nr)
+        my_scratch = advance(scratch, w * mr * nr)
+        task = atomic_fetch_add(next_task, 1)
+        while task < groups:
+            record(log_groups, task)
+            for j0 in range(task * per_group * nr, min((task + 1) * per_group * nr, cols), nr):
+                live_cols = min(nr, cols - j0)
+                pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, my_bbuf, 0)
+                macro_kernel(
+                    shape, m, live_cols, depth, abuf, 0, my_bbuf, 0,
+                    c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, my_scratch,
+                )
+            task = atomic_fetch_add(next_task, 1)
 
 
 @njit(cache=True)

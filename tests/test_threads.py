@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import dispatch, plan
+from smallgemm import blocking, dispatch, plan
 from conftest import random_matrix
 from reference import assert_close
 
@@ -85,6 +85,46 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
         expected_rows[: row_blocks * groups] += pc_blocks
     np.testing.assert_array_equal(log_b, expected_b)
     np.testing.assert_array_equal(log_rows, expected_rows)
+
+
+@pytest.fixture
+def one_row_block_sizes(kernel, dtype):
+    """Small blocks whose B buffer holds a panel for each of up to 8 workers."""
+    sizes = blocking.BlockSizes(mc=3 * kernel.mr(), nc=8 * kernel.nr(dtype), kc=5)
+    plan.set_block_sizes(kernel, dtype, sizes)
+    yield sizes
+    plan.set_block_sizes(kernel, dtype, None)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes, workers):
+    """m <= MC: A panels packed once (one task each), then groups of B panels as tasks."""
+    rng = np.random.default_rng(3)
+    sizes = one_row_block_sizes
+    nr, mr = kernel.nr(dtype), kernel.mr()
+    m, n, k = sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype)
+    c = np.empty((m, n), dtype)
+    log_a = np.zeros(1000, np.int64)
+    log_groups = np.zeros(1000, np.int64)
+    prep = plan.prepared(kernel, dtype)
+    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, log_a, log_groups)
+    assert_close(c, 1.0, a, b)
+    from smallgemm.parallel import TASKS_PER_WORKER, column_groups
+
+    pc_blocks = -(-k // sizes.kc)
+    expected_a = np.zeros(1000, np.int64)
+    expected_groups = np.zeros(1000, np.int64)
+    for jc in range(0, n, sizes.nc):
+        cols = min(sizes.nc, n - jc)
+        expected_a[: -(-m // mr)] += pc_blocks
+        groups, _ = column_groups(-(-cols // nr), TASKS_PER_WORKER * workers)
+        expected_groups[:groups] += pc_blocks
+    np.testing.assert_array_equal(log_a, expected_a)
+    np.testing.assert_array_equal(log_groups, expected_groups)
+    with smallgemm.num_threads(1):
+        np.testing.assert_array_equal(smallgemm.matmul(a, b), c)
 
 
 def test_task_split_keeps_workers_busy():
