@@ -152,7 +152,10 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
-    __slots__ = ("shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "batched", "one", "zero", "version")
+    __slots__ = (
+        "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
+        "batched", "one", "zero", "version", "small_head", "small_tail",
+    )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
@@ -168,16 +171,22 @@ class _Prepared:
         self.batched = _BATCHED.get(kernel, dtype)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.version = version
+        # The unpacked entry's arguments around (a, b, c), for the small-matrix path.
+        self.small_head = (self.shape, self.narrow, self.few, self.gemv, self.resident, self.one, self.zero)
+        self.small_tail = (self.sizes.kc, self.workspace.scratch, self.workspace.sums)
 
 
-_local = threading.local()
+class _PerThread(threading.local):
+    def __init__(self):
+        self.cache: dict = {}
+
+
+_local = _PerThread()
 
 
 def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
-    cache = getattr(_local, "cache", None)
-    if cache is None:
-        cache = _local.cache = {}
+    cache = _local.cache
     key = (kernel.name, dtype.char)
     prep = cache.get(key)
     if prep is None or prep.version != _version:
@@ -315,8 +324,7 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
-    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc, prep.workspace.scratch,
-                  prep.workspace.sums)
+    prep.unpacked(*prep.small_head, a, b, c, *prep.small_tail)
 
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
