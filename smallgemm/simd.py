@@ -92,20 +92,36 @@ def _constant_tile_shape(context, builder, typ, pyval):
     return context.get_constant_null(typ)
 
 
-class TileType(types.Type):
-    """The C tile held in registers: rows*vectors LLVM vectors."""
+class _RegisterBlock(types.Type):
+    """A block of LLVM vectors held in registers, sized by a TileShape, for one dtype."""
+
+    label = ""
 
     def __init__(self, shape: TileShape, dtype: types.Float):
         self.shape = shape
         self.dtype = dtype
-        super().__init__(name=f"Tile({shape}, {dtype})")
+        super().__init__(name=f"{self.label}({shape}, {dtype})")
+
+    def vector_count(self) -> int:
+        raise NotImplementedError
 
 
-@register_model(TileType)
-class _TileModel(models.PrimitiveModel):
+class _RegisterBlockModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
         vec = _vector_type(fe_type.shape, fe_type.dtype)
-        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.shape.rows * fe_type.shape.vectors))
+        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.vector_count()))
+
+
+class TileType(_RegisterBlock):
+    """The C tile held in registers: rows*vectors LLVM vectors."""
+
+    label = "Tile"
+
+    def vector_count(self) -> int:
+        return self.shape.rows * self.shape.vectors
+
+
+register_model(TileType)(_RegisterBlockModel)
 
 
 def _lane_type(dtype):
@@ -545,20 +561,16 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
 
 
-class ResidentType(types.Type):
+class ResidentType(_RegisterBlock):
     """Rows of B held in registers by a resident-B tile: depth x vectors LLVM vectors."""
 
-    def __init__(self, shape: TileShape, dtype: types.Float):
-        self.shape = shape
-        self.dtype = dtype
-        super().__init__(name=f"Resident({shape}, {dtype})")
+    label = "Resident"
+
+    def vector_count(self) -> int:
+        return self.shape.depth * self.shape.vectors
 
 
-@register_model(ResidentType)
-class _ResidentModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        vec = _vector_type(fe_type.shape, fe_type.dtype)
-        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.shape.depth * fe_type.shape.vectors))
+register_model(ResidentType)(_RegisterBlockModel)
 
 
 @intrinsic

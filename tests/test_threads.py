@@ -56,20 +56,25 @@ def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     assert_close(results[0], 0.75, a, b)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3, 8])
-def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
-    kernel = dispatch.current()
-    rng = np.random.default_rng(2)
-    sizes = tiny_blocks
-    m, n, k = 5 * sizes.mc + 3, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
+def run_logged(kernel, dtype, m, n, k, workers, seed):
+    """A parallel product with the task logs on: (a, b, c, first log, second log)."""
+    rng = np.random.default_rng(seed)
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype)
     c = np.empty((m, n), dtype)
-    log_b = np.zeros(1000, np.int64)
-    log_rows = np.zeros(1000, np.int64)
+    first_log, second_log = np.zeros(1000, np.int64), np.zeros(1000, np.int64)
     prep = plan.prepared(kernel, dtype)
-    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, log_b, log_rows)
+    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, first_log, second_log)
     assert_close(c, 1.0, a, b)
+    return a, b, c, first_log, second_log
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
+    kernel = dispatch.current()
+    sizes = tiny_blocks
+    m, n, k = 5 * sizes.mc + 3, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
+    _, _, _, log_b, log_rows = run_logged(kernel, dtype, m, n, k, workers, seed=2)
     pc_blocks = -(-k // sizes.kc)
     nr, mr = kernel.nr(dtype), kernel.mr()
     slices = [min(sizes.nc, n - jc) for jc in range(0, n, sizes.nc)]
@@ -99,18 +104,10 @@ def one_row_block_sizes(kernel, dtype):
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
 def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes, workers):
     """m <= MC: A panels packed once (one task each), then groups of B panels as tasks."""
-    rng = np.random.default_rng(3)
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
     m, n, k = sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
-    a = random_matrix(rng, (m, k), dtype)
-    b = random_matrix(rng, (k, n), dtype)
-    c = np.empty((m, n), dtype)
-    log_a = np.zeros(1000, np.int64)
-    log_groups = np.zeros(1000, np.int64)
-    prep = plan.prepared(kernel, dtype)
-    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, log_a, log_groups)
-    assert_close(c, 1.0, a, b)
+    a, b, c, log_a, log_groups = run_logged(kernel, dtype, m, n, k, workers, seed=3)
     from smallgemm.parallel import TASKS_PER_WORKER, column_groups
 
     pc_blocks = -(-k // sizes.kc)
