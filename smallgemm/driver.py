@@ -50,6 +50,23 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
 
 
 @njit(cache=True)
+def panels_in_time(
+    shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panel, c, c_off, rs_c, cs_c, alpha, beta, mode,
+    scratch,
+):
+    """Columns [j_start, j_end) of a packed A block's product, one B panel at a time:
+    each NR-column panel is packed into ``panel`` just before its only use."""
+    nr = tile_cols(shape, panel)
+    for j0 in range(j_start, j_end, nr):
+        live_cols = min(nr, j_end - j0)
+        pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, panel, 0)
+        macro_kernel(
+            shape, rows, live_cols, depth, abuf, 0, panel, 0,
+            c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+        )
+
+
+@njit(cache=True)
 def pack_b_task(shape, task, b, b_off, rs_b, cs_b, depth, cols, bbuf):
     """Pack NR-column panel number ``task`` of a ``depth x cols`` slice of B."""
     nr = tile_cols(shape, bbuf)
@@ -109,13 +126,10 @@ def gemm_serial(
                 # and stays in the L2, instead of the whole slice going out to
                 # memory and coming back (256x2048x2048 float32: 7 % faster).
                 pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, 0)
-                for j0 in range(0, cols, nr):
-                    live_cols = min(nr, cols - j0)
-                    pack_b_panel(shape, b, b_slice + j0 * cs_b, rs_b, cs_b, depth, live_cols, bbuf, 0)
-                    macro_kernel(
-                        shape, m, live_cols, depth, abuf, 0, bbuf, 0,
-                        c, c_off + (jc + j0) * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
-                    )
+                panels_in_time(
+                    shape, m, 0, cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf,
+                    c, c_off + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                )
                 continue
             if prepacked:
                 b_panels = advance(b, packed_slice(k, jc, pc, panels * nr))

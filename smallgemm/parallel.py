@@ -19,8 +19,8 @@ exceed Numba's pool, whose threads then run several workers in turn.
 
 from numba import njit, prange
 
-from .driver import macro_kernel, merge_mode, pack_b_task, row_block_task
-from .packing import pack_a, pack_b_panel
+from .driver import merge_mode, pack_b_task, panels_in_time, row_block_task
+from .packing import pack_a
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
 from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, STREAM_SIZE, stream_tiles, tile_choice
 
@@ -143,13 +143,10 @@ def one_row_block(
         task = atomic_fetch_add(next_task, 1)
         while task < groups:
             record(log_groups, task)
-            for j0 in range(task * per_group * nr, min((task + 1) * per_group * nr, cols), nr):
-                live_cols = min(nr, cols - j0)
-                pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, my_bbuf, 0)
-                macro_kernel(
-                    shape, m, live_cols, depth, abuf, 0, my_bbuf, 0,
-                    c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, my_scratch,
-                )
+            panels_in_time(
+                shape, m, task * per_group * nr, min((task + 1) * per_group * nr, cols), depth, abuf,
+                b, b_off, rs_b, cs_b, my_bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
+            )
             task = atomic_fetch_add(next_task, 1)
 
 

@@ -154,7 +154,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
-        "batched", "one", "zero", "version", "small_head", "small_tail",
+        "batched", "one", "zero", "version",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -171,9 +171,6 @@ class _Prepared:
         self.batched = _BATCHED.get(kernel, dtype)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.version = version
-        # The unpacked entry's arguments around (a, b, c), for the small-matrix path.
-        self.small_head = (self.shape, self.narrow, self.few, self.gemv, self.resident, self.one, self.zero)
-        self.small_tail = (self.sizes.kc, self.workspace.scratch, self.workspace.sums)
 
 
 class _PerThread(threading.local):
@@ -324,7 +321,11 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     B and C; the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
-    prep.unpacked(*prep.small_head, a, b, c, *prep.small_tail)
+    ws = prep.workspace
+    prep.unpacked(
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc,
+        ws.scratch, ws.sums,
+    )
 
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:

@@ -3,14 +3,16 @@
 For small products (and few rows) packing costs more than it saves.  This
 driver walks the same KC blocks and MR x NR tiles as the blocked driver and
 runs the same tile, FMA chain and merge (``direct_microkernel``), so a product
-gives the same bits whichever driver its size selects.  It needs B's rows to be
-contiguous (vector loads of B rows); A may have any strides.
+gives the same bits whichever driver its size selects.  It reads B's rows with
+vector loads where they are contiguous; a B with contiguous columns (few rows
+only) is packed a small panel at a time (``stream_tiles``).  A may have any
+strides.
 """
 
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel, merge_tile
+from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
@@ -26,7 +28,6 @@ from .simd import (
     tile_cols,
     tile_lanes,
     tile_load,
-    tile_rank1_direct,
     tile_rows,
     tile_store,
     tile_zero,
@@ -174,12 +175,7 @@ def stream_tiles(
                             held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
                             a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
-                            if cols == nr:  # a compile-time width: plain vector loads, no masks
-                                for p in range(steps):
-                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, src, b_at + p * rs_src, nr)
-                            else:
-                                for p in range(steps):
-                                    tile_sum = tile_rank1_direct(tile_sum, a, a_at + p * cs_a, rs_a, rows, src, b_at + p * rs_src, cols)
+                            tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src, cols)
                             if last:
                                 merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
                                            rows, cols, alpha, beta, mode, scratch)

@@ -54,15 +54,25 @@ def direct_microkernel(
     the same as the packed path's; edges are handled by masked loads instead of
     zero padding.
     """
-    tile = tile_zero(shape, a)
+    tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols)
+    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+
+
+@njit(cache=True, inline="always")
+def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols):
+    """``tile`` plus ``steps`` rank-1 updates from unpacked operands, k increasing.
+
+    A full-width tile passes its width as a compile-time constant, so B is read
+    with plain vector loads (a masked load costs an ALU slot on some CPUs).
+    """
     nr = tile_cols(shape, b)
-    if cols == nr:  # a compile-time width: plain vector loads (masked loads cost an ALU slot on some CPUs)
-        for p in range(kc):
+    if cols == nr:
+        for p in range(steps):
             tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr)
     else:
-        for p in range(kc):
+        for p in range(steps):
             tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols)
-    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+    return tile
 
 
 @njit(cache=True, inline="always")
