@@ -135,13 +135,14 @@ def test_bad_use_of_a_packed_operand():
     np.testing.assert_array_equal(smallgemm.matmul(x, p64), smallgemm.matmul(x.astype(np.float64), w.astype(np.float64)))
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
 @pytest.mark.parametrize("m", [2, 5, 17, 32])
-def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m):
+def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, transposed):
     """Several column chunks of the stream buffer and several groups of B rows per KC
     block: the result matches the reference and, bitwise, the rows of a packed product."""
     rng = np.random.default_rng(m)
     k, n = 3 * unpacked.STREAM_STEPS + 5, unpacked.STREAM_COLS + 70
-    w = random_matrix(rng, (k, n), dtype)
+    w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
     full = smallgemm.matmul(big, w)
     x = big[7 : 7 + m]
