@@ -5,9 +5,14 @@ For each NC x KC slice of B (JC, PC loops, never parallel: PC carries the sum):
 1. the slice is packed once, panel by panel, into one buffer all threads read
    (it lives in the shared L3);
 2. row-block tasks (an MC-row block of A and C, times a group of the slice's
-   NR-column panels) are handed out by a fetch-and-add on a shared counter, so a
+   NR-column panels) are handed out by fetch-and-add on atomic counters, so a
    thread that finishes early takes the next task and all finish together.
    Each thread packs its A block into its own part of the A buffer.
+
+The tasks are cut into one contiguous range per worker, each with its own
+counter (``claim``): a worker takes its own range first, then helps the
+others.  Call after call the same worker meets the same rows and columns, so
+what its caches kept from the last call is what it reads next.
 
 Tasks only choose *which* tiles a thread computes, never *how*: every element
 is the same FMA chain per KC block, blocks merged in increasing order, so the
@@ -56,6 +61,38 @@ def column_groups(panels, count):
     return (panels + per_group - 1) // per_group, per_group
 
 
+# int64 slots between two workers' counters: each alone on its cache line.
+COUNTER_STRIDE = 8
+
+
+@njit(cache=True)
+def reset_counters(counter, workers):
+    """Zero every worker's task counter before a new set of tasks."""
+    for w in range(workers):
+        counter[w * COUNTER_STRIDE] = 0
+
+
+@njit(cache=True)
+def claim(counter, total, workers, w, turn):
+    """(task, turn): the next of ``total`` tasks for worker ``w``, or (-1, turn) when none is left.
+
+    Tasks are cut into one contiguous range per worker, each with its own
+    counter: a worker takes its own range in order first (so, call after call,
+    the same worker and its caches meet the same columns of B), then helps the
+    others by fetch-and-add on their counters (``turn``: how many ranges it has
+    finished).  Each task is handed out exactly once.
+    """
+    while turn < workers:
+        owner = (w + turn) % workers
+        first = owner * total // workers
+        end = (owner + 1) * total // workers
+        task = first + atomic_fetch_add(advance(address(counter), owner * COUNTER_STRIDE), 1)
+        if task < end:
+            return task, turn
+        turn += 1
+    return -1, turn
+
+
 @njit(cache=True)
 def record(log, task):
     """Test hook: count that ``task`` ran (``log`` is empty in normal calls)."""
@@ -71,7 +108,6 @@ def gemm_parallel(
     """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1)."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
-    next_task = address(counter)
     for jc in range(0, n, nc):  # JC
         cols = min(nc, n - jc)
         panels = (cols + nr - 1) // nr
@@ -87,27 +123,27 @@ def gemm_parallel(
                     abuf, bbuf, scratch, counter, log_b, log_rows,
                 )
                 continue
-            counter[0] = 0
+            reset_counters(counter, workers)
             for w in prange(workers):  # pack the B slice, one NR panel per task
-                task = atomic_fetch_add(next_task, 1)
-                while task < panels:
+                task, turn = claim(counter, panels, workers, w, 0)
+                while task >= 0:
                     record(log_b, task)
                     pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
-                    task = atomic_fetch_add(next_task, 1)
+                    task, turn = claim(counter, panels, workers, w, turn)
             mode = merge_mode(pc, beta)
-            counter[0] = 0
+            reset_counters(counter, workers)
             for w in prange(workers):  # IC (and column groups of JR) as tasks
                 my_abuf = advance(abuf, w * mc * kc)
                 my_scratch = advance(scratch, w * mr * nr)
-                task = atomic_fetch_add(next_task, 1)
-                while task < row_tasks:
+                task, turn = claim(counter, row_tasks, workers, w, 0)
+                while task >= 0:
                     record(log_rows, task)
                     row_block_task(
                         shape, task, row_blocks, groups, per_group, m, cols, depth,
                         a, pc * cs_a, rs_a, cs_a, bbuf, c, jc * cs_c, rs_c, cs_c,
                         alpha, beta, mode, my_abuf, my_scratch,
                     )
-                    task = atomic_fetch_add(next_task, 1)
+                    task, turn = claim(counter, row_tasks, workers, w, turn)
 
 
 @njit(cache=True, parallel=True)
@@ -125,29 +161,28 @@ def one_row_block(
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
-    next_task = address(counter)
     row_panels = (m + mr - 1) // mr
-    counter[0] = 0
+    reset_counters(counter, workers)
     for w in prange(workers):
-        task = atomic_fetch_add(next_task, 1)
-        while task < row_panels:
+        task, turn = claim(counter, row_panels, workers, w, 0)
+        while task >= 0:
             record(log_a, task)
             i0 = task * mr
             pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
-            task = atomic_fetch_add(next_task, 1)
+            task, turn = claim(counter, row_panels, workers, w, turn)
     groups, per_group = column_groups((cols + nr - 1) // nr, TASKS_PER_WORKER * workers)
-    counter[0] = 0
+    reset_counters(counter, workers)
     for w in prange(workers):
         my_bbuf = advance(bbuf, w * kc * nr)
         my_scratch = advance(scratch, w * mr * nr)
-        task = atomic_fetch_add(next_task, 1)
-        while task < groups:
+        task, turn = claim(counter, groups, workers, w, 0)
+        while task >= 0:
             record(log_groups, task)
             panels_in_time(
                 shape, m, task * per_group * nr, min((task + 1) * per_group * nr, cols), depth, abuf,
                 b, b_off, rs_b, cs_b, my_bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
             )
-            task = atomic_fetch_add(next_task, 1)
+            task, turn = claim(counter, groups, workers, w, turn)
 
 
 @njit(cache=True)
@@ -190,14 +225,13 @@ def unpacked_parallel(
     tasks = row_tasks * strips
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
-    next_task = address(counter)
-    counter[0] = 0
     total = tasks * k_blocks if split else tasks
+    reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(scratch, w * mr * nr)
         my_sums = advance(sums, w * STREAM_SIZE)
-        task = atomic_fetch_add(next_task, 1)
-        while task < total:
+        task, turn = claim(counter, total, workers, w, 0)
+        while task >= 0:
             block = task // tasks
             rest = task - block * tasks
             chunk = rest // strips
@@ -218,7 +252,7 @@ def unpacked_parallel(
                     tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
                     c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch,
                 )
-            task = atomic_fetch_add(next_task, 1)
+            task, turn = claim(counter, total, workers, w, turn)
     if split:
         for i in prange(m):
             for j in range(n):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocking import BlockSizes
+from .parallel import COUNTER_STRIDE
 from .unpacked import STREAM_SIZE
 
 ALIGN = 64
@@ -28,7 +29,7 @@ def aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
 @dataclass
 class Workspace:
     """Buffers for one call: A blocks and edge tiles (one per worker), the shared B slice,
-    and the task counter of the parallel driver (alone on its cache line)."""
+    and the task counters of the parallel drivers (one per worker, each alone on its cache line)."""
 
     abuf: np.ndarray
     bbuf: np.ndarray
@@ -55,7 +56,7 @@ def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) 
             abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
             bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
-            counter=aligned_empty(ALIGN // 8, np.int64),
+            counter=aligned_empty(threads * COUNTER_STRIDE, np.int64),
             sums=aligned_empty(threads * STREAM_SIZE, dtype),
         )
     return ws

@@ -139,6 +139,32 @@ def test_task_split_keeps_workers_busy():
         assert row_blocks * groups >= min(TASKS_PER_WORKER * workers, row_blocks * panels)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3, 8])
+def test_claim_hands_out_each_task_once_own_range_first(workers):
+    """Workers claiming in an arbitrary interleaving: each task once, and each
+    worker takes from its own contiguous range, in order, before any other."""
+    from smallgemm.parallel import COUNTER_STRIDE, claim, reset_counters
+
+    rng = np.random.default_rng(workers)
+    for total in (0, 1, workers - 1, workers, 7, 50):
+        counter = np.full(workers * COUNTER_STRIDE, 99, np.int64)
+        reset_counters(counter, workers)
+        turns, taken = [0] * workers, [[] for _ in range(workers)]
+        active = list(range(workers))
+        while active:
+            w = active[rng.integers(len(active))]
+            task, turns[w] = claim(counter, total, workers, w, turns[w])
+            if task < 0:
+                active.remove(w)
+            else:
+                taken[w].append(task)
+        assert sorted(t for tasks in taken for t in tasks) == list(range(total))
+        for w, tasks in enumerate(taken):
+            own = list(range(w * total // workers, (w + 1) * total // workers))
+            head = [t for t in tasks if t in own]
+            assert head == tasks[: len(head)] and head == sorted(head)
+
+
 def test_concurrent_calls_from_python_threads(always_parallel):
     rng = np.random.default_rng(3)
     problems = []
