@@ -207,38 +207,40 @@ def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf,
 
 
 @njit(cache=True)
-def gemm_prepacked_rows(
-    tile, m, n, k, alpha, beta, a, rs_a, cs_a, packed, c, rs_c, cs_c, nc, kc, nr, scratch,
+def prepacked_rows_panels(
+    tile, first, last, m, n, k, alpha, beta, a, rs_a, cs_a, packed, c, rs_c, cs_c, nc, kc, nr, scratch,
 ):
-    """C = alpha*A.B + beta*C for few rows, reading the prepacked B panels in place.
+    """Columns of C in NR-wide panels [first, last) (counted across the NC slices)
+    for few rows, reading the prepacked B panels in place.
 
     Each packed panel is a KC x NR row-major block, so the direct microkernel
     reads it like an unpacked B with row stride NR; ``tile`` is NR wide.  Same
     KC blocks, FMA chains and merges as every other path.
     """
     mr = tile_rows(tile)
-    for jc in range(0, n, nc):
+    for panel in range(first, last):
+        jc = panel * nr // nc * nc  # NC is a multiple of NR: a panel never straddles two slices
+        jr = panel * nr - jc
         cols = min(nc, n - jc)
         width = (cols + nr - 1) // nr * nr
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             mode = merge_mode(pc, beta)
-            base = packed_slice(k, jc, pc, width)
-            for jr in range(0, cols, nr):
-                for ir in range(0, m, mr):
-                    direct_microkernel(
-                        tile, depth, a, ir * rs_a + pc * cs_a, rs_a, cs_a,
-                        packed, base + jr * depth, nr,
-                        c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
-                        min(mr, m - ir), min(nr, cols - jr), alpha, beta, mode, scratch,
-                    )
+            for ir in range(0, m, mr):
+                direct_microkernel(
+                    tile, depth, a, ir * rs_a + pc * cs_a, rs_a, cs_a,
+                    packed, packed_slice(k, jc, pc, width) + jr * depth, nr,
+                    c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
+                    min(mr, m - ir), min(nr, cols - jr), alpha, beta, mode, scratch,
+                )
 
 
 @njit(cache=True)
 def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch):
-    """Entry from Python for ``gemm_prepacked_rows``."""
+    """Entry from Python for ``prepacked_rows_panels`` over all of C."""
     size = a.itemsize
-    gemm_prepacked_rows(
-        tile, a.shape[0], n, a.shape[1], alpha, beta, address(a), a.strides[0] // size, a.strides[1] // size,
+    prepacked_rows_panels(
+        tile, 0, (n + nr - 1) // nr, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size,
         address(packed), address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, address(scratch),
     )

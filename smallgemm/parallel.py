@@ -22,9 +22,10 @@ result is bitwise identical for any number of threads and any schedule.
 exceed Numba's pool, whose threads then run several workers in turn.
 """
 
+import numpy as np
 from numba import njit, prange
 
-from .driver import merge_mode, pack_b_task, panels_in_time, row_block_task
+from .driver import merge_mode, pack_b_task, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from .packing import pack_a
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
 from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, STREAM_SIZE, stream_tiles, tile_choice
@@ -93,6 +94,10 @@ def claim(counter, total, workers, w, turn):
     return -1, turn
 
 
+# The task logs of normal calls: empty, nothing recorded.
+_NO_LOG = np.zeros(0, dtype=np.int64)
+
+
 @njit(cache=True)
 def record(log, task):
     """Test hook: count that ``task`` ran (``log`` is empty in normal calls)."""
@@ -103,23 +108,34 @@ def record(log, task):
 @njit(cache=True, parallel=True)
 def gemm_parallel(
     shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows,
+    mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows, prepacked,
 ):
-    """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1)."""
+    """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1).
+
+    With ``prepacked``, ``b`` already holds every packed slice
+    (``driver.packed_slice``): the row-block tasks read them in place.
+    """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     for jc in range(0, n, nc):  # JC
         cols = min(nc, n - jc)
         panels = (cols + nr - 1) // nr
         row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
-        row_tasks = row_blocks * groups
         for pc in range(0, k, kc):  # PC
             depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            if prepacked:
+                row_tasks_parallel(
+                    shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a,
+                    advance(b, packed_slice(k, jc, pc, panels * nr)), c, jc * cs_c, rs_c, cs_c,
+                    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                )
+                continue
             b_slice = pc * rs_b + jc * cs_b
             if m <= mc and workers * nr <= nc:  # one row block; bbuf holds a panel per worker
                 one_row_block(
                     shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
-                    c, jc * cs_c, rs_c, cs_c, alpha, beta, merge_mode(pc, beta), kc, workers,
+                    c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, workers,
                     abuf, bbuf, scratch, counter, log_b, log_rows,
                 )
                 continue
@@ -130,20 +146,35 @@ def gemm_parallel(
                     record(log_b, task)
                     pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
                     task, turn = claim(counter, panels, workers, w, turn)
-            mode = merge_mode(pc, beta)
-            reset_counters(counter, workers)
-            for w in prange(workers):  # IC (and column groups of JR) as tasks
-                my_abuf = advance(abuf, w * mc * kc)
-                my_scratch = advance(scratch, w * mr * nr)
-                task, turn = claim(counter, row_tasks, workers, w, 0)
-                while task >= 0:
-                    record(log_rows, task)
-                    row_block_task(
-                        shape, task, row_blocks, groups, per_group, m, cols, depth,
-                        a, pc * cs_a, rs_a, cs_a, bbuf, c, jc * cs_c, rs_c, cs_c,
-                        alpha, beta, mode, my_abuf, my_scratch,
-                    )
-                    task, turn = claim(counter, row_tasks, workers, w, turn)
+            row_tasks_parallel(
+                shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
+                c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+            )
+
+
+@njit(cache=True, parallel=True)
+def row_tasks_parallel(
+    shape, row_blocks, groups, per_group, m, cols, depth, a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+):
+    """IC (and column groups of JR) as tasks over one packed B slice (``b_panels``):
+    each worker packs the row blocks it takes into its own part of ``abuf``."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, abuf)
+    row_tasks = row_blocks * groups
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_abuf = advance(abuf, w * mc * kc)
+        my_scratch = advance(scratch, w * mr * nr)
+        task, turn = claim(counter, row_tasks, workers, w, 0)
+        while task >= 0:
+            record(log_rows, task)
+            row_block_task(
+                shape, task, row_blocks, groups, per_group, m, cols, depth,
+                a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
+                alpha, beta, mode, my_abuf, my_scratch,
+            )
+            task, turn = claim(counter, row_tasks, workers, w, turn)
 
 
 @njit(cache=True, parallel=True)
@@ -194,8 +225,41 @@ def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf,
         address(a), a.strides[0] // size, a.strides[1] // size,
         address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
+        mc, nc, kc, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows, False,
     )
+
+
+@njit(cache=True)
+def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
+    """Entry from Python with B prepacked by ``driver.pack_entry`` (``packed`` holds k x n)."""
+    size = a.itemsize
+    gemm_parallel(
+        shape, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(packed), 0, 0,
+        address(c), c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, workers, address(abuf), address(packed), address(scratch), counter, _NO_LOG, _NO_LOG, True,
+    )
+
+
+@njit(cache=True, parallel=True)
+def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, workers, scratch, counter):
+    """``driver.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks."""
+    m, k = a.shape
+    size = a.itemsize
+    mr = tile_rows(tile)
+    panels = (n + nr - 1) // nr
+    groups, per_group = column_groups(panels, TASKS_PER_WORKER * workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_scratch = advance(address(scratch), w * mr * nr)
+        task, turn = claim(counter, groups, workers, w, 0)
+        while task >= 0:
+            prepacked_rows_panels(
+                tile, task * per_group, min((task + 1) * per_group, panels), m, n, k, alpha, beta,
+                address(a), a.strides[0] // size, a.strides[1] // size, address(packed),
+                address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, my_scratch,
+            )
+            task, turn = claim(counter, groups, workers, w, turn)
 
 
 @njit(cache=True, parallel=True)

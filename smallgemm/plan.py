@@ -18,7 +18,7 @@ from .batched import batch_entry
 from .driver import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
-from .parallel import parallel_entry, unpacked_parallel_entry
+from .parallel import parallel_entry, prepacked_parallel_entry, prepacked_rows_parallel, unpacked_parallel_entry
 from .unpacked import unpacked_entry
 
 _BLOCKED = Entry(
@@ -42,6 +42,16 @@ _PREPACKED = Entry(
 _PREPACKED_ROWS = Entry(
     prepacked_rows_entry,
     ("panel_rows", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "buffer"),
+)
+_PREPACKED_PARALLEL = Entry(
+    prepacked_parallel_entry,
+    ("shape", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "int", "buffer", "buffer",
+     "counter"),
+)
+_PREPACKED_ROWS_PARALLEL = Entry(
+    prepacked_rows_parallel,
+    ("panel_rows", "scalar", "scalar", "matrix", "buffer", "int", "out", "int", "int", "int", "int", "buffer",
+     "counter"),
 )
 _UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
@@ -344,8 +354,14 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
     ws, sizes = prep.workspace, prep.sizes
-    if m < kernel.mr():
-        # Few rows: the main tile would mostly compute copies of the last row.
+    # Few rows: the main tile would mostly compute copies of the last row.
+    few = m < kernel.mr()
+    workers = threads.get_num_threads()
+    # The thresholds of unpacked and blocked products: few rows stream B, more rows multiply.
+    parallel = workers > 1 and (k * n >= PARALLEL_MIN_STREAM if few else m * n * k >= PARALLEL_MIN_VOLUME)
+    if parallel and _in_parallel(run_prepacked_parallel, prep, kernel, dtype, alpha, a, packed, beta, c, workers):
+        return
+    if few:
         _PREPACKED_ROWS.get(kernel, dtype)(
             kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
             sizes.nc, sizes.kc, kernel.nr(dtype), ws.scratch,
@@ -354,4 +370,22 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     _PREPACKED.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, workers) -> None:
+    """The prepacked product on ``workers`` workers: groups of B panels as tasks for few
+    rows, the row-block tasks of the parallel driver otherwise."""
+    sizes = prep.sizes
+    n = packed.shape[1]
+    ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
+    if a.shape[0] < kernel.mr():
+        _PREPACKED_ROWS_PARALLEL.get(kernel, dtype)(
+            kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+            sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
+        )
+        return
+    _PREPACKED_PARALLEL.get(kernel, dtype)(
+        prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,
     )

@@ -110,6 +110,32 @@ def test_prepacked_gives_the_same_bits(kernel, dtype, tiny_blocks, trans):
     np.testing.assert_array_equal(smallgemm.matmul(stack, packed), smallgemm.matmul(stack, op))
 
 
+@pytest.mark.parametrize("trans", [False, True])
+def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans):
+    """Prepacked products on any number of workers (few rows: groups of panels;
+    more: row-block tasks) give the bits of the one-thread unpacked operand."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    ran = []
+    real = plan.run_prepacked_parallel
+    monkeypatch.setattr(plan, "run_prepacked_parallel", lambda *args: ran.append(args[-1]) or real(*args))
+    rng = np.random.default_rng(6)
+    k, n = 3 * tiny_blocks.kc + 2, 3 * tiny_blocks.nc + 5
+    w = random_matrix(rng, (n, k) if trans else (k, n), dtype)
+    packed = smallgemm.pack(w, trans=trans)
+    op = w.T if trans else w
+    for m in (1, 3, kernel.mr() + 1, 2 * tiny_blocks.mc + 3):
+        x = random_matrix(rng, (m, k), dtype)
+        c = random_matrix(rng, (m, n), dtype)
+        with smallgemm.num_threads(1):
+            expected = smallgemm.gemm(0.5, x, op, beta=2.0, c=c)
+        for workers in (2, 3, 8):
+            with smallgemm.num_threads(workers):
+                np.testing.assert_array_equal(smallgemm.gemm(0.5, x, packed, beta=2.0, c=c), expected)
+        assert_close(expected, 0.5, x, op, 2.0, c)
+    assert ran == [2, 3, 8] * 4
+
+
 def test_bad_use_of_a_packed_operand():
     rng = np.random.default_rng(5)
     w = rng.standard_normal((30, 20)).astype(np.float32)
