@@ -18,7 +18,7 @@ from numba import njit
 from .kernels import microkernel
 from .kernels.microkernel import direct_microkernel
 from .packing import pack_a, pack_b_panel
-from .simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows
+from .simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows, tile_with_rows
 
 
 @njit(cache=True)
@@ -31,20 +31,38 @@ def merge_mode(pc, beta):
     return SCALE
 
 
+# A last row panel with at most this many rows takes a tile of this height
+# (same width) instead of the full MR: m = 256 is 18 panels of 14 rows and
+# one of 4, whose 14-row tile would be 10 rows of padding.
+SHORT_ROWS = 4
+
+
 @njit(cache=True)
 def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
-    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels."""
+    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels.
+
+    A short last row panel is computed by a SHORT_ROWS-row tile reading the
+    packed panel with its MR stride: same FMA chains, same bits.
+    """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
+    short = tile_with_rows(shape, SHORT_ROWS)
     for jr in range(0, cols, nr):
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
+            live_rows = min(mr, rows - ir)
+            if live_rows <= SHORT_ROWS < mr:
+                direct_microkernel(
+                    short, depth, abuf, a_off + ir * depth, 1, mr, bbuf, b_off + jr * depth, nr,
+                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
+                )
+                continue
             microkernel(
                 shape, depth,
                 abuf, a_off + ir * depth,
                 bbuf, b_off + jr * depth,
                 c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
-                min(mr, rows - ir), live_cols,
+                live_rows, live_cols,
                 alpha, beta, mode, scratch,
             )
 

@@ -239,6 +239,20 @@ resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile
 
 
 @intrinsic
+def tile_with_rows(typingctx, shape, rows):
+    """The tile ``shape`` with ``rows`` rows (a compile-time integer) and the same width."""
+    if not isinstance(shape, TileShapeType) or not isinstance(rows, types.IntegerLiteral):
+        return None
+    s = shape.shape
+    cut = TileShapeType(TileShape(rows=rows.literal_value, vectors=s.vectors, bits=s.bits, fused=s.fused))
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant_null(cut)
+
+    return cut(shape, rows), codegen
+
+
+@intrinsic
 def atomic_fetch_add(typingctx, ptr, value):
     """Atomically add ``value`` to ``*ptr`` and return the previous value."""
     if not (isinstance(ptr, types.CPointer) and ptr.dtype == types.int64 and value == types.int64):
