@@ -119,6 +119,13 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 STREAM_STEPS = 32
 STREAM_COLS = 1024
 STREAM_ROWS = 32
+# From this many row tiles per sweep, a strip of contiguous B rows is copied
+# into the L1 panel too before the tiles read it: its STREAM_STEPS rows lie a
+# row stride apart (8 KiB for n = 2048 float32), so they share a few L1 sets
+# and evict each other between tiles.  [16,512]@[512,2048] float32 (Intel
+# host, alternating runs, µs): one thread 365 -> 337, two 216 -> 182; with
+# two row tiles (m = 8) the copy costs more than it saves (224 -> 235).
+STREAM_PACK_MIN_TILES = 4
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk), then room for one STREAM_STEPS-row panel of a B whose rows
 # are not contiguous, packed on the fly.
@@ -145,7 +152,9 @@ def stream_tiles(
     A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
     on the fly, STREAM_STEPS rows by one strip, into an L1 panel at the end of
     ``sums`` (in-register transposes): B is read once, in the order of W's
-    rows, instead of being packed whole into memory and read again.
+    rows, instead of being packed whole into memory and read again.  So is a
+    B with contiguous rows when enough row tiles share each strip
+    (STREAM_PACK_MIN_TILES).
     """
     mr = tile_rows(tile)
     nr = tile_cols(tile, a)
@@ -155,6 +164,7 @@ def stream_tiles(
     sweep = max(mr, STREAM_ROWS // mr * mr)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
+        copy_strip = cs_b != 1 or height > (STREAM_PACK_MIN_TILES - 1) * mr
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
             for pc in range(0, k, kc):
@@ -167,7 +177,7 @@ def stream_tiles(
                         cols = min(nr, width - jr)
                         b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
                         src, rs_src = b, rs_b
-                        if cs_b != 1:
+                        if copy_strip:
                             pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, 0)
                             src, b_at, rs_src = panel, 0, nr
                         for ir in range(0, height, mr):
