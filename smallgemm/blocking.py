@@ -8,7 +8,8 @@ what the L2 has left beside a B panel, and the KC x NC slice of B fills the L3.
 Measurement corrects KC (docs/design.md): the model assumes the L1 alone feeds
 the kernel, but on Zen 4/5 the L2 delivers B panels fast enough that a longer KC
 (fewer passes over C) wins.  MC and NC are then recomputed from the caches for
-that KC, so the corrected sizes still adapt to the host's caches.
+that KC, so the corrected sizes still adapt to the host's caches.  Where the
+vendor's L2 measured better with a smaller A block, MC is capped too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,17 @@ MEASURED_KC = {
 }
 
 
+# The share of the L2 that the MC x KC block of A may take, by CPU vendor,
+# where measurement disagrees with the model (which gives it every way a B
+# panel leaves free).  With the measured KC the B panels do not fit the L1 and
+# stream through the L2 beside the A block.  Intel host (L2 2 MiB, 16 ways),
+# one thread, ratio to NumPy, model MC 448 -> half the L2 (MC 266): float64
+# 1024^3 0.85-0.89 -> 0.96, 4096x4096x1024 0.78 -> 0.82-0.84; float32 1024^3
+# 0.98 -> 1.00-1.03, 4096x4096x1024 0.90 -> 0.92.  Zen 5 (1 MiB L2) measured
+# well with the model's MC (0.8-0.9 of the L2).
+L2_SHARE_FOR_A = {"GenuineIntel": 0.5}
+
+
 @dataclass(frozen=True)
 class BlockSizes:
     """MC rows of A per L2 block, NC columns of B per L3 slice, KC common-dimension slice."""
@@ -55,6 +67,10 @@ class BlockSizes:
 
 def _round_down(value: float, multiple: int) -> int:
     return max(multiple, int(value) // multiple * multiple)
+
+
+def _round_up(value: float, multiple: int) -> int:
+    return max(multiple, -(-int(value) // multiple) * multiple)
 
 
 def analytic_kc(mr: int, nr: int, itemsize: int, l1: cpu.CacheLevel) -> int:
@@ -88,12 +104,17 @@ def analytic(kernel: Kernel, dtype: np.dtype, caches=None) -> BlockSizes:
     return BlockSizes(mc=mc, nc=analytic_nc(mr, nr, kc, mc, size, l3), kc=kc)
 
 
-def default(kernel: Kernel, dtype: np.dtype, caches=None) -> BlockSizes:
-    """Block sizes used when no tuned configuration applies: measured KC, cache-model MC/NC."""
+def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = None) -> BlockSizes:
+    """Block sizes used when no tuned configuration applies: measured KC, cache-model MC/NC
+    (MC capped by the vendor's measured L2 share; ``vendor`` defaults to the host's)."""
     l1, l2, l3 = caches or cpu.caches()
     mr, nr, size = kernel.mr(), kernel.nr(dtype), np.dtype(dtype).itemsize
     kc = MEASURED_KC.get((kernel.name, np.dtype(dtype).name)) or analytic_kc(mr, nr, size, l1)
     mc = analytic_mc(mr, nr, kc, size, l2)
+    share = L2_SHARE_FOR_A.get(cpu.vendor() if vendor is None else vendor)
+    if share is not None:
+        # Whole MR panels, rounded up: a 256-row batch stays one row block.
+        mc = min(mc, _round_up(share * l2.size / (kc * size), mr))
     nc = min(analytic_nc(mr, nr, kc, mc, size, l3), _round_down(NC_MAX, nr))
     sizes = BlockSizes(mc=mc, nc=nc, kc=kc)
     sizes.check(mr, nr)

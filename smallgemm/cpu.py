@@ -95,6 +95,18 @@ def model_name() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.lru_cache(maxsize=None)
+def vendor() -> str:
+    """The CPU vendor as /proc/cpuinfo names it (``GenuineIntel``, ``AuthenticAMD``), or ""."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def core_count() -> int:
     """Cores this process may run on (affinity-aware where the OS says)."""
     try:
@@ -112,6 +124,7 @@ def describe() -> dict:
     simd = sorted(f for f in features() if f.startswith(("avx", "fma", "sse", "neon", "sve")))
     return {
         "model": model_name(),
+        "vendor": vendor(),
         "llvm_cpu": llvm_cpu_name(),
         "machine": platform.machine(),
         "features": simd,

@@ -114,12 +114,12 @@ def test_reorder_tolerance_is_about_2k2u():
 # --- candidates ----------------------------------------------------------------------------------
 
 def test_enumeration_order_and_count_are_stable():
-    first = enumerate_candidates("portable", "float32", (1, 2), caches=CACHES)
-    assert first == enumerate_candidates("portable", "float32", (1, 2), caches=CACHES)
+    first = enumerate_candidates("portable", "float32", (1, 2), caches=CACHES, vendor="")
+    assert first == enumerate_candidates("portable", "float32", (1, 2), caches=CACHES, vendor="")
     assert len(first) == 2 * 15
     kernel, dtype = kernel_by_name("portable"), np.dtype(np.float32)
     assert first[0].sizes == blocking.analytic(kernel, dtype, CACHES)
-    assert blocking.default(kernel, dtype, CACHES) in (first[0].sizes, first[1].sizes)  # equal to analytic here
+    assert blocking.default(kernel, dtype, CACHES, "") in (first[0].sizes, first[1].sizes)  # equal to analytic here
     assert [c.threads for c in first] == [1] * 15 + [2] * 15
     assert len(set(first)) == len(first)
 
@@ -315,3 +315,18 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid JSON"):
             plan.run(1.0, a, a, 0.0, np.empty((3, 3)))
+
+
+@pytest.mark.parametrize("name", ["avx512", "avx2", "portable"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_default_mc_takes_the_vendors_measured_share_of_the_l2(name, dtype):
+    """Where a vendor's L2 share is recorded, the A block takes about that share
+    (whole MR panels, rounded up); elsewhere MC is the model's for the used KC."""
+    kernel, dt = kernel_by_name(name), np.dtype(dtype)
+    model = blocking.default(kernel, dt, CACHES, vendor="")
+    assert model.mc == blocking.analytic_mc(kernel.mr(), kernel.nr(dt), model.kc, dt.itemsize, CACHES[1])
+    for vendor, share in blocking.L2_SHARE_FOR_A.items():
+        capped = blocking.default(kernel, dt, CACHES, vendor=vendor)
+        assert capped.kc == model.kc and capped.mc % kernel.mr() == 0 and capped.mc <= model.mc
+        block = capped.mc * capped.kc * dt.itemsize
+        assert capped.mc == model.mc or block - kernel.mr() * capped.kc * dt.itemsize < share * CACHES[1].size <= block

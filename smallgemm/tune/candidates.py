@@ -109,14 +109,15 @@ def enumerate_candidates(
     allocations: Sequence[str] = ("reused",),
     workspace_limit: int = DEFAULT_WORKSPACE_LIMIT,
     caches=None,
+    vendor: str | None = None,
 ) -> list[Candidate]:
     """The valid candidates, in a fixed order: the same list on every call.
 
     Per (threads, scope, allocation), in that nesting: first the analytic block
     sizes (Low et al. 2016, the search's starting point), then the library's
-    defaults, then for each KC of the analytic one and KC_GRID (ascending) the
-    MC of the L2 model for that KC times MC_FACTORS, with NC from the L3 model
-    capped at blocking.NC_MAX.  Duplicates and candidates over the workspace
+    defaults (for ``vendor``, by default the host's), then for each KC of the
+    analytic one and KC_GRID (ascending) the MC of the L2 model for that KC
+    times MC_FACTORS, with NC from the L3 model capped at blocking.NC_MAX.  Duplicates and candidates over the workspace
     limit are left out.
     """
     k = kernel_by_name(kernel)
@@ -124,7 +125,7 @@ def enumerate_candidates(
     l1, l2, l3 = caches or cpu.caches()
     mr, nr, size = k.mr(), k.nr(dt), dt.itemsize
     analytic = blocking.analytic(k, dt, (l1, l2, l3))
-    default = blocking.default(k, dt, (l1, l2, l3))
+    default = blocking.default(k, dt, (l1, l2, l3), vendor)
     sizes = [analytic, default]
     for kc in sorted({analytic.kc, *KC_GRID}):
         model_mc = blocking.analytic_mc(mr, nr, kc, size, l2)
