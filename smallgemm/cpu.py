@@ -84,27 +84,26 @@ def features() -> frozenset[str]:
     return frozenset(name for name, enabled in raw.items() if enabled)
 
 
-@functools.lru_cache(maxsize=None)
-def model_name() -> str:
+def _cpuinfo_field(name: str) -> str:
+    """The first ``name: value`` of /proc/cpuinfo (``model name``, ``vendor_id``), or ""."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
+            if line.lower().startswith(name):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def model_name() -> str:
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
 @functools.lru_cache(maxsize=None)
 def vendor() -> str:
     """The CPU vendor as /proc/cpuinfo names it (``GenuineIntel``, ``AuthenticAMD``), or ""."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return _cpuinfo_field("vendor_id")
 
 
 def core_count() -> int:
