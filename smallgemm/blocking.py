@@ -8,8 +8,9 @@ what the L2 has left beside a B panel, and the KC x NC slice of B fills the L3.
 Measurement corrects KC (docs/design.md): the model assumes the L1 alone feeds
 the kernel, but on Zen 4/5 the L2 delivers B panels fast enough that a longer KC
 (fewer passes over C) wins.  MC and NC are then recomputed from the caches for
-that KC, so the corrected sizes still adapt to the host's caches.  Where the
-vendor's L2 measured better with a smaller A block, MC is capped too.
+that KC, so the corrected sizes still adapt to the host's caches.  Where a
+vendor's caches measured better with a smaller A block or B slice, MC and NC
+are capped too (VENDOR_CORRECTIONS).
 """
 
 from __future__ import annotations
@@ -34,15 +35,27 @@ MEASURED_KC = {
 }
 
 
-# The share of the L2 that the MC x KC block of A may take, by CPU vendor,
-# where measurement disagrees with the model (which gives it every way a B
-# panel leaves free).  With the measured KC the B panels do not fit the L1 and
-# stream through the L2 beside the A block.  Intel host (L2 2 MiB, 16 ways),
-# one thread, ratio to NumPy, model MC 448 -> half the L2 (MC 266): float64
-# 1024^3 0.85-0.89 -> 0.96, 4096x4096x1024 0.78 -> 0.82-0.84; float32 1024^3
-# 0.98 -> 1.00-1.03, 4096x4096x1024 0.90 -> 0.92.  Zen 5 (1 MiB L2) measured
-# well with the model's MC (0.8-0.9 of the L2).
-L2_SHARE_FOR_A = {"GenuineIntel": 0.5}
+@dataclass(frozen=True)
+class VendorCorrection:
+    """Where a CPU vendor's caches measured better than the model: MC and NC caps
+    (neither changes a bit of a result; only KC does)."""
+
+    # The MC x KC block of A takes at most this share of the L2.
+    l2_share_for_a: float
+    # The KC x NC slice of B has at most this many columns.
+    nc_max: int
+
+
+# Measured on an Intel host (L2 2 MiB 16-way, 2 cores), ratio to NumPy in the
+# same process.  With the measured KC the B panels do not fit the L1 and
+# stream through the L2 beside the A block: the model's MC (448, 87 % of the
+# L2) -> half the L2 (MC 266), one thread: float64 1024^3 0.85-0.89 -> 0.96,
+# 4096x4096x1024 0.78 -> 0.82-0.84; float32 1024^3 0.98 -> 1.00-1.03.  Then
+# NC 4096 -> 1024 (a 4 MiB B slice instead of 16), 4096x4096x1024, one / two
+# threads: float32 0.89-0.91 -> 0.97-0.98 / 0.92-0.94 -> 0.97-1.06, float64
+# 0.79-0.82 -> 0.84-0.85 / 0.83-0.86 -> 0.91-0.92; 4096x2048x512 within
+# noise.  Zen 5 (1 MiB L2) measured well with the model's MC and NC = 4096.
+VENDOR_CORRECTIONS = {"GenuineIntel": VendorCorrection(l2_share_for_a=0.5, nc_max=1024)}
 
 
 @dataclass(frozen=True)
@@ -106,16 +119,18 @@ def analytic(kernel: Kernel, dtype: np.dtype, caches=None) -> BlockSizes:
 
 def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = None) -> BlockSizes:
     """Block sizes used when no tuned configuration applies: measured KC, cache-model MC/NC
-    (MC capped by the vendor's measured L2 share; ``vendor`` defaults to the host's)."""
+    (capped by the vendor's measured correction; ``vendor`` defaults to the host's)."""
     l1, l2, l3 = caches or cpu.caches()
     mr, nr, size = kernel.mr(), kernel.nr(dtype), np.dtype(dtype).itemsize
     kc = MEASURED_KC.get((kernel.name, np.dtype(dtype).name)) or analytic_kc(mr, nr, size, l1)
     mc = analytic_mc(mr, nr, kc, size, l2)
-    share = L2_SHARE_FOR_A.get(cpu.vendor() if vendor is None else vendor)
-    if share is not None:
+    nc_max = NC_MAX
+    correction = VENDOR_CORRECTIONS.get(cpu.vendor() if vendor is None else vendor)
+    if correction is not None:
         # Whole MR panels, rounded up: a 256-row batch stays one row block.
-        mc = min(mc, _round_up(share * l2.size / (kc * size), mr))
-    nc = min(analytic_nc(mr, nr, kc, mc, size, l3), _round_down(NC_MAX, nr))
+        mc = min(mc, _round_up(correction.l2_share_for_a * l2.size / (kc * size), mr))
+        nc_max = min(nc_max, correction.nc_max)
+    nc = min(analytic_nc(mr, nr, kc, mc, size, l3), _round_down(nc_max, nr))
     sizes = BlockSizes(mc=mc, nc=nc, kc=kc)
     sizes.check(mr, nr)
     return sizes

@@ -319,14 +319,17 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["avx512", "avx2", "portable"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_default_mc_takes_the_vendors_measured_share_of_the_l2(name, dtype):
-    """Where a vendor's L2 share is recorded, the A block takes about that share
-    (whole MR panels, rounded up); elsewhere MC is the model's for the used KC."""
+def test_default_block_sizes_take_the_vendors_measured_correction(name, dtype):
+    """Where a vendor's correction is recorded, the A block takes about its share of
+    the L2 (whole MR panels, rounded up) and NC its cap; elsewhere the model's MC
+    for the used KC and NC up to NC_MAX.  KC never changes (it alone changes bits)."""
     kernel, dt = kernel_by_name(name), np.dtype(dtype)
     model = blocking.default(kernel, dt, CACHES, vendor="")
     assert model.mc == blocking.analytic_mc(kernel.mr(), kernel.nr(dt), model.kc, dt.itemsize, CACHES[1])
-    for vendor, share in blocking.L2_SHARE_FOR_A.items():
+    assert model.nc <= blocking.NC_MAX
+    for vendor, correction in blocking.VENDOR_CORRECTIONS.items():
         capped = blocking.default(kernel, dt, CACHES, vendor=vendor)
         assert capped.kc == model.kc and capped.mc % kernel.mr() == 0 and capped.mc <= model.mc
-        block = capped.mc * capped.kc * dt.itemsize
-        assert capped.mc == model.mc or block - kernel.mr() * capped.kc * dt.itemsize < share * CACHES[1].size <= block
+        block, panel = capped.mc * capped.kc * dt.itemsize, kernel.mr() * capped.kc * dt.itemsize
+        assert capped.mc == model.mc or block - panel < correction.l2_share_for_a * CACHES[1].size <= block
+        assert capped.nc <= correction.nc_max and capped.nc % kernel.nr(dt) == 0

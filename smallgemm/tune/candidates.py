@@ -117,8 +117,8 @@ def enumerate_candidates(
     sizes (Low et al. 2016, the search's starting point), then the library's
     defaults (for ``vendor``, by default the host's), then for each KC of the
     analytic one and KC_GRID (ascending) the MC of the L2 model for that KC
-    times MC_FACTORS, with NC from the L3 model capped at blocking.NC_MAX.  Duplicates and candidates over the workspace
-    limit are left out.
+    times MC_FACTORS, with NC from the L3 model capped at blocking.NC_MAX.
+    Duplicates and candidates over the workspace limit are left out.
     """
     k = kernel_by_name(kernel)
     dt = np.dtype(dtype)
