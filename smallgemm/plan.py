@@ -18,7 +18,13 @@ from .batched import batch_entry
 from .driver import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
-from .parallel import parallel_entry, prepacked_parallel_entry, prepacked_rows_parallel, unpacked_parallel_entry
+from .parallel import (
+    NO_LOG,
+    parallel_entry,
+    prepacked_parallel_entry,
+    prepacked_rows_parallel,
+    unpacked_parallel_entry,
+)
 from .unpacked import unpacked_entry
 
 _BLOCKED = Entry(
@@ -79,7 +85,6 @@ PARALLEL_MIN_STREAM = 1 << 18
 FEW_ROWS_MAX = 32
 # Split-K partial sums are kept below this many elements (KC blocks x m x n).
 SPLIT_K_MAX_ELEMENTS = 1 << 22
-_EMPTY_LOG = np.zeros(0, dtype=np.int64)
 # One parallel product at a time: Numba's workqueue layer cannot launch two at
 # once, and two products each using every core would oversubscribe them.  A
 # call that finds the workers busy runs on its own thread (same bits).
@@ -294,7 +299,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     )
 
 
-def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=_EMPTY_LOG, log_rows=_EMPTY_LOG):
+def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
     """The blocked product on ``workers`` workers (``log_*``: the tests' task-recording hook)."""
     sizes = prep.sizes
     ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
@@ -359,7 +364,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     workers = threads.get_num_threads()
     # The thresholds of unpacked and blocked products: few rows stream B, more rows multiply.
     parallel = workers > 1 and (k * n >= PARALLEL_MIN_STREAM if few else m * n * k >= PARALLEL_MIN_VOLUME)
-    if parallel and _in_parallel(run_prepacked_parallel, prep, kernel, dtype, alpha, a, packed, beta, c, workers):
+    if parallel and _in_parallel(run_prepacked_parallel, prep, kernel, dtype, alpha, a, packed, beta, c, workers, few):
         return
     if few:
         _PREPACKED_ROWS.get(kernel, dtype)(
@@ -373,13 +378,13 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     )
 
 
-def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, workers) -> None:
-    """The prepacked product on ``workers`` workers: groups of B panels as tasks for few
-    rows, the row-block tasks of the parallel driver otherwise."""
+def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, workers, few) -> None:
+    """The prepacked product on ``workers`` workers: groups of B panels as tasks for
+    ``few`` rows, the row-block tasks of the parallel driver otherwise."""
     sizes = prep.sizes
     n = packed.shape[1]
     ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
-    if a.shape[0] < kernel.mr():
+    if few:
         _PREPACKED_ROWS_PARALLEL.get(kernel, dtype)(
             kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
             sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,

@@ -118,7 +118,7 @@ def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, mo
     monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
     ran = []
     real = plan.run_prepacked_parallel
-    monkeypatch.setattr(plan, "run_prepacked_parallel", lambda *args: ran.append(args[-1]) or real(*args))
+    monkeypatch.setattr(plan, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))
     rng = np.random.default_rng(6)
     k, n = 3 * tiny_blocks.kc + 2, 3 * tiny_blocks.nc + 5
     w = random_matrix(rng, (n, k) if trans else (k, n), dtype)
@@ -133,7 +133,8 @@ def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, mo
             with smallgemm.num_threads(workers):
                 np.testing.assert_array_equal(smallgemm.gemm(0.5, x, packed, beta=2.0, c=c), expected)
         assert_close(expected, 0.5, x, op, 2.0, c)
-    assert ran == [2, 3, 8] * 4
+    few_rows = [(w, True) for w in (2, 3, 8)]
+    assert ran == few_rows * 2 + [(w, False) for w in (2, 3, 8)] * 2
 
 
 def test_bad_use_of_a_packed_operand():
