@@ -341,6 +341,39 @@ def tile_rank1(typingctx, tile, a, a_off, b, b_off):
 
 
 @intrinsic
+def panel_prefetch(typingctx, shape, a, a_off, b, b_off):
+    """Prefetch one k step of packed panels: the MR elements of A at ``a_off`` and the NR of B at ``b_off``.
+
+    One hint per 64 bytes of each step; as the steps are contiguous, every
+    cache line of both panels is requested once they have all been issued.
+    Issued some steps ahead in the k loop, the lines of panels that stream
+    from the L2 (float64 panels for KC = 512 exceed the L1) arrive before the
+    FMAs need them.  No effect on results.
+    """
+    dtype = _float_pointer(a)
+    if not isinstance(shape, TileShapeType) or dtype is None or b != a:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, ap, aoff, bp, boff = args
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = builder.module.declare_intrinsic(
+            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        )
+        size = _itemsize(dtype)
+        for ptr, off, count in ((ap, aoff, s.rows), (bp, boff, s.cols(size))):
+            base = builder.bitcast(builder.gep(ptr, [off]), i8p)
+            for byte in range(0, count * size, 64):
+                addr = builder.gep(base, [ir.Constant(_I64, byte)])
+                builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(shape, a, a_off, b, b_off), codegen
+
+
+@intrinsic
 def tile_store(typingctx, tile, buf):
     """Store the raw tile row-major (row stride NR) into buf[0 : MR*NR]."""
     if not isinstance(tile, TileType) or _float_pointer(buf) != tile.dtype:

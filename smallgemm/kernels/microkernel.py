@@ -19,6 +19,7 @@ from ..simd import (
     ACCUMULATE,
     OVERWRITE,
     multiply_add,
+    panel_prefetch,
     tile_cols,
     tile_prefetch,
     tile_rank1,
@@ -30,6 +31,14 @@ from ..simd import (
     tile_zero,
 )
 
+# The packed panels are requested this many k steps ahead of the FMAs.  With
+# panels streaming from the L2 (AVX-512, Intel host, alternating runs against
+# NumPy, one thread) the kernel alone went from 83-86 % to 95 % of the FMA
+# peak for float64 (KC 512 and 1024), and whole products, ratio to NumPy:
+# float64 1024^3 0.98-0.99 -> 1.05-1.08, 4096x4096x1024 0.86-0.87 -> 0.95-0.97;
+# float32 1.01-1.02 -> 1.05-1.08 and 0.93 -> 0.99-1.02.  8 to 24 measured alike.
+PREFETCH_STEPS = 16
+
 
 @njit(cache=True)
 def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
@@ -40,6 +49,7 @@ def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols,
         tile_prefetch(shape, c, c_off, rs_c)
     tile = tile_zero(shape, a)
     for p in range(kc):
+        panel_prefetch(shape, a, a_off + (p + PREFETCH_STEPS) * mr, b, b_off + (p + PREFETCH_STEPS) * nr)
         tile = tile_rank1(tile, a, a_off + p * mr, b, b_off + p * nr)
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
