@@ -143,6 +143,18 @@ def _float_pointer(ptr):
     return None
 
 
+_READ, _WRITE = 0, 1
+
+
+def _prefetch(builder, ptr, byte_offset, rw):
+    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into every cache level) of the line at ``ptr`` plus bytes."""
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]))
+    addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(_I64, byte_offset)])
+    builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+
+
 def _declare_fma(module, fused, ty):
     """Declare ``llvm.fma`` / ``llvm.fmuladd`` overloaded on a scalar or vector type."""
     name = "llvm.fma" if fused else "llvm.fmuladd"
@@ -357,17 +369,11 @@ def panel_prefetch(typingctx, shape, a, a_off, b, b_off):
 
     def codegen(context, builder, signature, args):
         _, ap, aoff, bp, boff = args
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic(
-            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        )
         size = _itemsize(dtype)
         for ptr, off, count in ((ap, aoff, s.rows), (bp, boff, s.cols(size))):
-            base = builder.bitcast(builder.gep(ptr, [off]), i8p)
+            base = builder.gep(ptr, [off])
             for byte in range(0, count * size, 64):
-                addr = builder.gep(base, [ir.Constant(_I64, byte)])
-                builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                _prefetch(builder, base, byte, _READ)
         return context.get_dummy_value()
 
     return types.void(shape, a, a_off, b, b_off), codegen
@@ -528,18 +534,12 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
 
     def codegen(context, builder, signature, args):
         _, cp, coff, rstride = args
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic(
-            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        )
         row_bytes = s.cols(_itemsize(dtype)) * _itemsize(dtype)
         for i in range(s.rows):
             row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
-            base = builder.bitcast(builder.gep(cp, [row]), i8p)
+            base = builder.gep(cp, [row])
             for byte in range(0, row_bytes, 64):
-                addr = builder.gep(base, [ir.Constant(_I64, byte)])
-                builder.call(fn, [addr, ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+                _prefetch(builder, base, byte, _WRITE)
         return context.get_dummy_value()
 
     return types.void(shape, c, c_off, rs), codegen
@@ -918,13 +918,7 @@ def prefetch_read(typingctx, ptr, off):
         return None
 
     def codegen(context, builder, signature, args):
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fn = builder.module.declare_intrinsic(
-            "llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        )
-        addr = builder.bitcast(builder.gep(args[0], [args[1]]), i8p)
-        builder.call(fn, [addr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ)
         return context.get_dummy_value()
 
     return types.void(ptr, off), codegen
