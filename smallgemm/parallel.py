@@ -117,8 +117,13 @@ def gemm_parallel(
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
-    for jc in range(0, n, nc):  # JC
-        cols = min(nc, n - jc)
+    # One row block, and a B panel per worker fits the buffer: no B slice is
+    # shared (``one_row_block``), so all columns are one slice and A is packed
+    # once per KC block.
+    one_block = not prepacked and m <= mc and workers * nr <= nc
+    slice_cols = n if one_block else nc
+    for jc in range(0, n, slice_cols):  # JC
+        cols = min(slice_cols, n - jc)
         panels = (cols + nr - 1) // nr
         row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
         for pc in range(0, k, kc):  # PC
@@ -132,7 +137,7 @@ def gemm_parallel(
                 )
                 continue
             b_slice = pc * rs_b + jc * cs_b
-            if m <= mc and workers * nr <= nc:  # one row block; bbuf holds a panel per worker
+            if one_block:
                 one_row_block(
                     shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
                     c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, workers,
@@ -180,15 +185,16 @@ def row_tasks_parallel(
 @njit(cache=True, parallel=True)
 def one_row_block(
     shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-    alpha, beta, mode, kc, workers, abuf, bbuf, scratch, counter, log_a, log_groups,
+    alpha, beta, mode, kc, workers, abuf, bbuf, scratch, counter, log_a, log_panels,
 ):
     """One (JC, PC) step when all of A's rows are one block (m <= MC).
 
     The A block is packed once, its MR-row panels handed out as tasks, into a
-    buffer every worker reads; then the tasks are groups of B panels, each
-    panel packed by the worker that takes it, into its own buffer, just before
-    its only use: the B slice never goes out to memory and comes back
-    (``gemm_serial`` does the same on one thread).
+    buffer every worker reads; then each B panel is a task, packed by the
+    worker that takes it, into its own buffer, just before its only use: the B
+    slice never goes out to memory and comes back (``gemm_serial`` does the
+    same on one thread).  One panel per task, not groups: the last tasks end
+    together (two threads, ``[256,2048] @ [2048,2048]`` float32: 6.1 -> 5.7 ms).
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
@@ -201,19 +207,19 @@ def one_row_block(
             i0 = task * mr
             pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
             task, turn = claim(counter, row_panels, workers, w, turn)
-    groups, per_group = column_groups((cols + nr - 1) // nr, TASKS_PER_WORKER * workers)
+    panels = (cols + nr - 1) // nr
     reset_counters(counter, workers)
     for w in prange(workers):
         my_bbuf = advance(bbuf, w * kc * nr)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, groups, workers, w, 0)
+        task, turn = claim(counter, panels, workers, w, 0)
         while task >= 0:
-            record(log_groups, task)
+            record(log_panels, task)
             panels_in_time(
-                shape, m, task * per_group * nr, min((task + 1) * per_group * nr, cols), depth, abuf,
+                shape, m, task * nr, min((task + 1) * nr, cols), depth, abuf,
                 b, b_off, rs_b, cs_b, my_bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
             )
-            task, turn = claim(counter, groups, workers, w, turn)
+            task, turn = claim(counter, panels, workers, w, turn)
 
 
 @njit(cache=True)

@@ -103,23 +103,19 @@ def one_row_block_sizes(kernel, dtype):
 
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
 def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes, workers):
-    """m <= MC: A panels packed once (one task each), then groups of B panels as tasks."""
+    """m <= MC: all columns are one slice; per KC block the A panels are packed
+    once (one task each), then each B panel is one task."""
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
-    m, n, k = sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
-    a, b, c, log_a, log_groups = run_logged(kernel, dtype, m, n, k, workers, seed=3)
-    from smallgemm.parallel import TASKS_PER_WORKER, column_groups
-
+    m, n, k = sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 3 NC widths and an edge panel, 4 PC slices
+    a, b, c, log_a, log_panels = run_logged(kernel, dtype, m, n, k, workers, seed=3)
     pc_blocks = -(-k // sizes.kc)
     expected_a = np.zeros(1000, np.int64)
-    expected_groups = np.zeros(1000, np.int64)
-    for jc in range(0, n, sizes.nc):
-        cols = min(sizes.nc, n - jc)
-        expected_a[: -(-m // mr)] += pc_blocks
-        groups, _ = column_groups(-(-cols // nr), TASKS_PER_WORKER * workers)
-        expected_groups[:groups] += pc_blocks
+    expected_a[: -(-m // mr)] = pc_blocks
+    expected_panels = np.zeros(1000, np.int64)
+    expected_panels[: -(-n // nr)] = pc_blocks
     np.testing.assert_array_equal(log_a, expected_a)
-    np.testing.assert_array_equal(log_groups, expected_groups)
+    np.testing.assert_array_equal(log_panels, expected_panels)
     with smallgemm.num_threads(1):
         np.testing.assert_array_equal(smallgemm.matmul(a, b), c)
 
