@@ -134,3 +134,19 @@ def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = N
     sizes = BlockSizes(mc=mc, nc=nc, kc=kc)
     sizes.check(mr, nr)
     return sizes
+
+
+# Rows of A that all threads share as one packed block (``parallel.one_row_block``:
+# A packed once, each worker packs the B panels it takes) are at most this many
+# L2s of packed A.  Beyond it each worker's B panels are better met by its own
+# MC-row blocks (the B slice then shared).  Intel host, two threads, float32
+# KC = 1024 (an L2 = 512 rows), one shared block against MC = 266 blocks, ms:
+# 512x2048x4096 (xT.g) 21.6-21.8 / 24.7-25.5, 768x2048x1024 7.95-8.02 /
+# 8.23-8.36, 1024^3 5.49-6.00 / 5.37-5.97, 2048x1024x1024 10.8 / 10.0.
+SHARED_A_L2S = 1.5
+
+
+def shared_block_rows(sizes: BlockSizes, dtype: np.dtype, caches=None) -> int:
+    """Most rows of A packed as one block shared by all threads (SHARED_A_L2S of the L2)."""
+    l2 = (caches or cpu.caches())[1]
+    return int(SHARED_A_L2S * l2.size) // (sizes.kc * np.dtype(dtype).itemsize)

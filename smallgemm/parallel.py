@@ -108,10 +108,12 @@ def record(log, task):
 @njit(cache=True, parallel=True)
 def gemm_parallel(
     shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows, prepacked,
+    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows, prepacked,
 ):
     """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1).
 
+    Up to ``shared_rows`` rows of A (and no more than the workers' A buffers
+    hold together) are one block that all workers share (``one_row_block``).
     With ``prepacked``, ``b`` already holds every packed slice
     (``driver.packed_slice``): the row-block tasks read them in place.
     """
@@ -120,7 +122,7 @@ def gemm_parallel(
     # One row block, and a B panel per worker fits the buffer: no B slice is
     # shared (``one_row_block``), so all columns are one slice and A is packed
     # once per KC block.
-    one_block = not prepacked and m <= mc and workers * nr <= nc
+    one_block = not prepacked and m <= max(mc, min(shared_rows, workers * mc)) and workers * nr <= nc
     slice_cols = n if one_block else nc
     for jc in range(0, n, slice_cols):  # JC
         cols = min(slice_cols, n - jc)
@@ -223,7 +225,9 @@ def one_row_block(
 
 
 @njit(cache=True)
-def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf, scratch, counter, log_b, log_rows):
+def parallel_entry(
+    shape, alpha, beta, a, b, c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows,
+):
     """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
     size = a.itemsize
     gemm_parallel(
@@ -231,7 +235,8 @@ def parallel_entry(shape, alpha, beta, a, b, c, mc, nc, kc, workers, abuf, bbuf,
         address(a), a.strides[0] // size, a.strides[1] // size,
         address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows, False,
+        mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
+        False,
     )
 
 
@@ -243,7 +248,7 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, wo
         shape, a.shape[0], n, a.shape[1], alpha, beta,
         address(a), a.strides[0] // size, a.strides[1] // size, address(packed), 0, 0,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, workers, address(abuf), address(packed), address(scratch), counter, NO_LOG, NO_LOG, True,
+        mc, nc, kc, 0, workers, address(abuf), address(packed), address(scratch), counter, NO_LOG, NO_LOG, True,
     )
 
 

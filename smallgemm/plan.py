@@ -37,7 +37,7 @@ _UNPACKED = Entry(
 )
 _PARALLEL = Entry(
     parallel_entry,
-    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int",
+    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int", "int",
      "buffer", "buffer", "buffer", "counter", "log", "log"),
 )
 _PACK = Entry(pack_entry, ("shape", "matrix", "int", "int", "buffer"))
@@ -169,7 +169,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
-        "batched", "one", "zero", "version",
+        "batched", "one", "zero", "shared_rows", "version",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -185,6 +185,7 @@ class _Prepared:
         self.unpacked = _UNPACKED.get(kernel, dtype)
         self.batched = _BATCHED.get(kernel, dtype)
         self.one, self.zero = dtype.type(1), dtype.type(0)
+        self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
 
 
@@ -304,8 +305,8 @@ def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LO
     sizes = prep.sizes
     ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
     _PARALLEL.get(kernel, dtype)(
-        prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, workers,
-        ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
+        prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
+        workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
     )
 
 

@@ -73,7 +73,8 @@ def run_logged(kernel, dtype, m, n, k, workers, seed):
 def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
     kernel = dispatch.current()
     sizes = tiny_blocks
-    m, n, k = 5 * sizes.mc + 3, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
+    # More rows than 8 workers' A buffers hold: MC-row blocks, never one shared block.
+    m, n, k = 9 * sizes.mc + 3, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 4 JC slices, 4 PC slices
     _, _, _, log_b, log_rows = run_logged(kernel, dtype, m, n, k, workers, seed=2)
     pc_blocks = -(-k // sizes.kc)
     nr, mr = kernel.nr(dtype), kernel.mr()
@@ -101,13 +102,15 @@ def one_row_block_sizes(kernel, dtype):
     plan.set_block_sizes(kernel, dtype, None)
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3, 8])
-def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes, workers):
-    """m <= MC: all columns are one slice; per KC block the A panels are packed
-    once (one task each), then each B panel is one task."""
+@pytest.mark.parametrize("workers, blocks", [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (8, 2)])
+def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes, workers, blocks):
+    """Up to MC rows, and up to what the workers' A buffers hold together (the
+    L2 limit is far with these tiny KC blocks), A is one shared block: all
+    columns are one slice; per KC block the A panels are packed once (one task
+    each), then each B panel is one task."""
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
-    m, n, k = sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 3 NC widths and an edge panel, 4 PC slices
+    m, n, k = blocks * sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 3 NC widths and an edge panel, 4 PC slices
     a, b, c, log_a, log_panels = run_logged(kernel, dtype, m, n, k, workers, seed=3)
     pc_blocks = -(-k // sizes.kc)
     expected_a = np.zeros(1000, np.int64)

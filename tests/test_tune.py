@@ -333,3 +333,13 @@ def test_default_block_sizes_take_the_vendors_measured_correction(name, dtype):
         block, panel = capped.mc * capped.kc * dt.itemsize, kernel.mr() * capped.kc * dt.itemsize
         assert capped.mc == model.mc or block - panel < correction.l2_share_for_a * CACHES[1].size <= block
         assert capped.nc <= correction.nc_max and capped.nc % kernel.nr(dt) == 0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_shared_a_block_holds_at_most_its_share_of_the_l2(dtype):
+    """The rows the threads share as one packed A block: SHARED_A_L2S of the L2, whole rows."""
+    dt = np.dtype(dtype)
+    for kc in (256, 1000, 1024):
+        rows = blocking.shared_block_rows(blocking.BlockSizes(mc=14, nc=32, kc=kc), dt, CACHES)
+        limit = blocking.SHARED_A_L2S * CACHES[1].size
+        assert rows * kc * dt.itemsize <= limit < (rows + 1) * kc * dt.itemsize
