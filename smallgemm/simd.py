@@ -147,10 +147,11 @@ _READ, _WRITE = 0, 1
 
 
 def _prefetch(builder, ptr, byte_offset, rw):
-    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into every cache level) of the line at ``ptr`` plus bytes."""
+    """Emit a prefetch hint (``_READ`` or ``_WRITE``, all cache levels) of the line at ``ptr`` plus bytes."""
     i8p = ir.IntType(8).as_pointer()
     i32 = ir.IntType(32)
-    fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]))
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=fnty)
     addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(_I64, byte_offset)])
     builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)])
 
@@ -588,24 +589,60 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
 
     def codegen(context, builder, signature, args):
         acc, ap, aoff, rsa, rows, bp, boff, cols = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
-        bvecs = []
-        for v in range(s.vectors):
-            mask = _lane_mask(builder, cols, v * vec.count, vec.count)
-            bvecs.append(_masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
-        last = builder.sub(rows, ir.Constant(_I64, 1))
-        for i in range(s.rows):
-            row = ir.Constant(_I64, i)
-            row = builder.select(builder.icmp_signed("<", row, rows), row, last)
-            ai = builder.load(builder.gep(ap, [builder.add(aoff, builder.mul(row, rsa))]))
-            av = _splat(builder, ai, vec)
-            for v in range(s.vectors):
-                idx = i * s.vectors + v
-                acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
-        return acc
+        bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
+        return _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs)
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
+
+
+@intrinsic
+def tile_rank1_direct_kept(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, panel, panel_off):
+    """``tile_rank1_direct``, and the row of B it read stored at ``panel[panel_off : panel_off + NR]``.
+
+    The stored row is what ``pack_b_panel`` would have packed (zero past
+    ``live_cols``): the first row tile of a strip packs the strip for the
+    others while it computes, instead of a separate copy that waits on memory.
+    """
+    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a or panel != a:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, ap, aoff, rsa, rows, bp, boff, cols, pp, poff = args
+        bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
+        vec = _vector_type(s, dtype)
+        for v, bvec in enumerate(bvecs):
+            at = builder.add(poff, ir.Constant(_I64, v * vec.count))
+            builder.store(bvec, _vector_ptr(builder, pp, at, vec), align=1)
+        return _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs)
+
+    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, panel, panel_off), codegen
+
+
+def _direct_b_row(builder, s, dtype, bp, boff, cols):
+    """The NR elements of a contiguous row of B at ``boff`` as vectors, zero past ``cols`` (masked loads)."""
+    vec = _vector_type(s, dtype)
+    bvecs = []
+    for v in range(s.vectors):
+        mask = _lane_mask(builder, cols, v * vec.count, vec.count)
+        bvecs.append(_masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
+    return bvecs
+
+
+def _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs):
+    """acc[i, :] += a[aoff + i*rsa] * bvecs, rows at or past ``rows`` re-reading the last live row."""
+    vec = _vector_type(s, dtype)
+    fma = _declare_fma(builder.module, s.fused, vec)
+    last = builder.sub(rows, ir.Constant(_I64, 1))
+    for i in range(s.rows):
+        row = ir.Constant(_I64, i)
+        row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+        ai = builder.load(builder.gep(ap, [builder.add(aoff, builder.mul(row, rsa))]))
+        av = _splat(builder, ai, vec)
+        for v in range(s.vectors):
+            idx = i * s.vectors + v
+            acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
+    return acc
 
 
 class ResidentType(_RegisterBlock):

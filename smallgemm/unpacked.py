@@ -12,7 +12,7 @@ strides.
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile
+from .kernels.microkernel import direct_microkernel, direct_steps, direct_steps_kept, merge_tile
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
@@ -119,13 +119,15 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 STREAM_STEPS = 32
 STREAM_COLS = 1024
 STREAM_ROWS = 32
-# From this many row tiles per sweep, a strip of contiguous B rows is copied
-# into the L1 panel too before the tiles read it: its STREAM_STEPS rows lie a
-# row stride apart (8 KiB for n = 2048 float32), so they share a few L1 sets
-# and evict each other between tiles.  [16,512]@[512,2048] float32 (Intel
-# host, alternating runs, µs): one thread 365 -> 337, two 216 -> 182; with
-# two row tiles (m = 8) the copy costs more than it saves (224 -> 235).
-STREAM_PACK_MIN_TILES = 4
+# From this many row tiles per sweep, a strip of contiguous B rows is kept in
+# the L1 panel for the other tiles: its STREAM_STEPS rows lie a row stride
+# apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
+# each other between tiles.  The first tile stores the rows it reads into the
+# panel (``direct_steps_kept``); a separate copy first waited on memory.
+# [16,512]@[512,2048] float32 (Intel host, alternating runs, µs): no panel
+# 365, separate copy 337, kept 288-300; [16,512]@[512,512] 67 -> 56-58;
+# m = 12 with a kept panel 262-271 against 279-282 without, m = 8 210 / 213.
+STREAM_PACK_MIN_TILES = 2
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk), then room for one STREAM_STEPS-row panel of a B whose rows
 # are not contiguous, packed on the fly.
@@ -152,9 +154,9 @@ def stream_tiles(
     A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
     on the fly, STREAM_STEPS rows by one strip, into an L1 panel at the end of
     ``sums`` (in-register transposes): B is read once, in the order of W's
-    rows, instead of being packed whole into memory and read again.  So is a
-    B with contiguous rows when enough row tiles share each strip
-    (STREAM_PACK_MIN_TILES).
+    rows, instead of being packed whole into memory and read again.  A B with
+    contiguous rows goes to that panel too when several row tiles share each
+    strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
     """
     mr = tile_rows(tile)
     nr = tile_cols(tile, a)
@@ -164,7 +166,7 @@ def stream_tiles(
     sweep = max(mr, STREAM_ROWS // mr * mr)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
-        copy_strip = cs_b != 1 or height > (STREAM_PACK_MIN_TILES - 1) * mr
+        keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
             for pc in range(0, k, kc):
@@ -177,7 +179,7 @@ def stream_tiles(
                         cols = min(nr, width - jr)
                         b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
                         src, rs_src = b, rs_b
-                        if copy_strip:
+                        if cs_b != 1:
                             pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, 0)
                             src, b_at, rs_src = panel, 0, nr
                         for ir in range(0, height, mr):
@@ -185,7 +187,13 @@ def stream_tiles(
                             held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
                             a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
-                            tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src, cols)
+                            if keep_strip and ir == 0:
+                                tile_sum = direct_steps_kept(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
+                                                             cols, panel)
+                                src, b_at, rs_src = panel, 0, nr
+                            else:
+                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
+                                                        cols)
                             if last:
                                 merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
                                            rows, cols, alpha, beta, mode, scratch)

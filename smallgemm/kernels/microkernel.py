@@ -24,6 +24,7 @@ from ..simd import (
     tile_prefetch,
     tile_rank1,
     tile_rank1_direct,
+    tile_rank1_direct_kept,
     tile_rows,
     tile_store,
     tile_write,
@@ -82,6 +83,19 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
     else:
         for p in range(steps):
             tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols)
+    return tile
+
+
+@njit(cache=True, inline="always")
+def direct_steps_kept(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, panel):
+    """``direct_steps``, and the ``steps`` rows of B it read stored in ``panel`` as ``pack_b_panel`` packs them."""
+    nr = tile_cols(shape, b)
+    if cols == nr:
+        for p in range(steps):
+            tile = tile_rank1_direct_kept(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, panel, p * nr)
+    else:
+        for p in range(steps):
+            tile = tile_rank1_direct_kept(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, panel, p * nr)
     return tile
 
 
