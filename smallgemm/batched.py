@@ -10,7 +10,7 @@ from numba import njit
 
 from .driver import gemm_serial
 from .simd import address
-from .unpacked import gemm_unpacked
+from .unpacked import RESIDENT_TILE, gemm_unpacked, resident_stack, tile_choice
 
 
 @njit(cache=True)
@@ -26,6 +26,10 @@ def batch_entry(
     rs_b, cs_b = b.strides[0] // size, b.strides[1] // size
     rs_c, cs_c = c.strides[0] // size, c.strides[1] // size
     pa, pb, pc = address(a), address(b), address(c)
+    if unpacked and cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, pa) == RESIDENT_TILE:
+        resident_stack(resident, m, n, k, alpha, beta, pa, offsets_a, rs_a, cs_a, pb, offsets_b, rs_b,
+                       pc, offsets_c, rs_c, cs_c, address(scratch))
+        return
     for t in range(offsets_c.shape[0]):
         if unpacked:
             gemm_unpacked(

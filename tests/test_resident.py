@@ -94,15 +94,28 @@ def test_resident_products_match_the_blocked_path_bitwise(kernel, dtype):
         np.testing.assert_array_equal(smallgemm.matmul(big[rows], b), full[rows])
 
 
-def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype):
+@pytest.mark.parametrize("layout", ["C", "transposed", "strided"])
+def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype, layout):
+    """A stack goes through the resident tile in one compiled loop (``resident_stack``), with
+    the bits of lone products, for A and C with or without unit-stride rows."""
     depth, width = resident_limits(kernel, dtype)
     rng = np.random.default_rng(6)
-    a = random_matrix(rng, (50, 16, depth), dtype)
-    b = random_matrix(rng, (50, depth, width), dtype)
-    got = smallgemm.matmul(a, b)
-    for t in range(50):
+    count, m = 50, 16
+    b = random_matrix(rng, (count, depth, width), dtype)
+    if layout == "C":
+        a, out = random_matrix(rng, (count, m, depth), dtype), np.empty((count, m, width), dtype)
+    elif layout == "transposed":
+        a = random_matrix(rng, (count, depth, m), dtype).transpose(0, 2, 1)
+        out = np.empty((count, width, m), dtype).transpose(0, 2, 1)
+    else:
+        a = random_matrix(rng, (count, 2 * m, 2 * depth), dtype)[:, ::2, ::2]
+        out = np.empty((count, m, 3 * width), dtype)[:, :, ::3]
+    assert chosen(kernel, dtype, m, width, depth) == RESIDENT_TILE
+    got = smallgemm.matmul(a, b, out=out)
+    assert got is out
+    for t in range(count):
         np.testing.assert_array_equal(got[t], smallgemm.matmul(a[t], b[t]))
-    assert_close(got.reshape(-1, width)[:16], 1.0, a[0], b[0])
+        assert_close(got[t], 1.0, a[t], b[t])
 
 
 def test_k_beyond_a_kc_block_is_not_resident(kernel, dtype, tiny_blocks):
