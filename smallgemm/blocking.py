@@ -29,7 +29,9 @@ NC_MAX = 4096
 # portable kernel is flat within 2 % over KC = 256..1024: it keeps the model's KC.
 MEASURED_KC = {
     ("avx512", "float32"): 1024,
-    ("avx512", "float64"): 512,
+    # 512 on Zen 5 before the microkernel prefetched its panels; with the
+    # prefetch, 1024 measured 1.5-5 % faster on the Intel host (docs/design.md).
+    ("avx512", "float64"): 1024,
     ("avx2", "float32"): 512,
     ("avx2", "float64"): 512,
 }
