@@ -337,18 +337,12 @@ def tile_rank1(typingctx, tile, a, a_off, b, b_off):
     def codegen(context, builder, signature, args):
         acc, ap, aoff, bp, boff = args
         vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
         bvecs = [
             builder.load(_vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1)
             for v in range(s.vectors)
         ]
-        for i in range(s.rows):
-            ai = builder.load(builder.gep(ap, [builder.add(aoff, ir.Constant(_I64, i))]))
-            av = _splat(builder, ai, vec)
-            for v in range(s.vectors):
-                idx = i * s.vectors + v
-                acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
-        return acc
+        rows = [builder.add(aoff, ir.Constant(_I64, i)) for i in range(s.rows)]
+        return _rank1_update(builder, s, dtype, acc, ap, rows, bvecs)
 
     return tile(tile, a, a_off, b, b_off), codegen
 
@@ -590,7 +584,7 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
     def codegen(context, builder, signature, args):
         acc, ap, aoff, rsa, rows, bp, boff, cols = args
         bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
-        return _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs)
+        return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
 
@@ -614,7 +608,7 @@ def tile_rank1_direct_kept(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off,
         for v, bvec in enumerate(bvecs):
             at = builder.add(poff, ir.Constant(_I64, v * vec.count))
             builder.store(bvec, _vector_ptr(builder, pp, at, vec), align=1)
-        return _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs)
+        return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, panel, panel_off), codegen
 
@@ -629,16 +623,23 @@ def _direct_b_row(builder, s, dtype, bp, boff, cols):
     return bvecs
 
 
-def _rank1_direct(builder, s, dtype, acc, ap, aoff, rsa, rows, bvecs):
-    """acc[i, :] += a[aoff + i*rsa] * bvecs, rows at or past ``rows`` re-reading the last live row."""
-    vec = _vector_type(s, dtype)
-    fma = _declare_fma(builder.module, s.fused, vec)
+def _row_starts(builder, s, aoff, rsa, rows):
+    """Offsets ``aoff + i*rsa`` of the tile's rows of A; rows at or past ``rows`` repeat the last live row."""
     last = builder.sub(rows, ir.Constant(_I64, 1))
+    starts = []
     for i in range(s.rows):
         row = ir.Constant(_I64, i)
         row = builder.select(builder.icmp_signed("<", row, rows), row, last)
-        ai = builder.load(builder.gep(ap, [builder.add(aoff, builder.mul(row, rsa))]))
-        av = _splat(builder, ai, vec)
+        starts.append(builder.add(aoff, builder.mul(row, rsa)))
+    return starts
+
+
+def _rank1_update(builder, s, dtype, acc, ap, a_offsets, bvecs):
+    """acc[i, :] += a[a_offsets[i]] * bvecs for each row i of the tile: one FMA per vector."""
+    vec = _vector_type(s, dtype)
+    fma = _declare_fma(builder.module, s.fused, vec)
+    for i, offset in enumerate(a_offsets):
+        av = _splat(builder, builder.load(builder.gep(ap, [offset])), vec)
         for v in range(s.vectors):
             idx = i * s.vectors + v
             acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
@@ -706,12 +707,7 @@ def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows,
         acc, rb, ap, aoff, rsa, csa, rows, depth = args
         vec = _vector_type(s, dtype)
         fma = _declare_fma(builder.module, s.fused, vec)
-        last = builder.sub(rows, ir.Constant(_I64, 1))
-        starts = []
-        for i in range(s.rows):
-            row = ir.Constant(_I64, i)
-            row = builder.select(builder.icmp_signed("<", row, rows), row, last)
-            starts.append(builder.add(aoff, builder.mul(row, rsa)))
+        starts = _row_starts(builder, s, aoff, rsa, rows)
         done = builder.function.append_basic_block("resident_product_done")
         finished = []  # (tile, block) of every way out of the chain, for the phi
         for p in range(s.depth):
