@@ -10,7 +10,7 @@ from numba import njit
 
 from .driver import gemm_serial
 from .simd import address
-from .unpacked import RESIDENT_TILE, gemm_unpacked, resident_stack, tile_choice
+from .unpacked import gemm_unpacked_stack
 
 
 @njit(cache=True)
@@ -26,18 +26,14 @@ def batch_entry(
     rs_b, cs_b = b.strides[0] // size, b.strides[1] // size
     rs_c, cs_c = c.strides[0] // size, c.strides[1] // size
     pa, pb, pc = address(a), address(b), address(c)
-    if unpacked and cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, pa) == RESIDENT_TILE:
-        resident_stack(resident, m, n, k, alpha, beta, pa, offsets_a, rs_a, cs_a, pb, offsets_b, rs_b,
-                       pc, offsets_c, rs_c, cs_c, address(scratch))
+    if unpacked:
+        gemm_unpacked_stack(
+            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a, rs_a, cs_a,
+            pb, offsets_b, rs_b, cs_b, pc, offsets_c, rs_c, cs_c, kc, address(scratch), address(sums),
+        )
         return
     for t in range(offsets_c.shape[0]):
-        if unpacked:
-            gemm_unpacked(
-                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a,
-                pb, offsets_b[t], rs_b, cs_b, pc, offsets_c[t], rs_c, cs_c, kc, address(scratch), address(sums),
-            )
-        else:
-            gemm_serial(
-                shape, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b, cs_b,
-                pc, offsets_c[t], rs_c, cs_c, mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
-            )
+        gemm_serial(
+            shape, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b, cs_b,
+            pc, offsets_c[t], rs_c, cs_c, mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
+        )

@@ -569,48 +569,37 @@ def _masked_store_lanes(builder, value, ptr, mask):
 
 
 @intrinsic
-def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols):
+def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off):
     """tile[i, :] += a[a_off + i*rs_a] * b[b_off : b_off + NR], straight from unpacked operands.
 
     For products that skip packing: A is read with its row stride, B's row is
     contiguous.  Rows at or past ``live_rows`` re-read the last live row and
     lanes at or past ``live_cols`` load zero (masked loads), so nothing outside
     the operands is ever touched; those parts of the tile are never written back.
+
+    Unless ``kept`` is None, the row of B read is also stored at
+    ``kept[kept_off : kept_off + NR]``, as ``pack_b_panel`` packs it (zero past
+    ``live_cols``): a first row tile packs a strip for the others while it
+    computes, instead of a separate copy that waits on memory.
     """
     if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
         return None
-    s, dtype = tile.shape, tile.dtype
-
-    def codegen(context, builder, signature, args):
-        acc, ap, aoff, rsa, rows, bp, boff, cols = args
-        bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
-        return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
-
-    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols), codegen
-
-
-@intrinsic
-def tile_rank1_direct_kept(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, panel, panel_off):
-    """``tile_rank1_direct``, and the row of B it read stored at ``panel[panel_off : panel_off + NR]``.
-
-    The stored row is what ``pack_b_panel`` would have packed (zero past
-    ``live_cols``): the first row tile of a strip packs the strip for the
-    others while it computes, instead of a separate copy that waits on memory.
-    """
-    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a or panel != a:
+    keep = not isinstance(kept, types.NoneType)
+    if keep and kept != a:
         return None
     s, dtype = tile.shape, tile.dtype
 
     def codegen(context, builder, signature, args):
-        acc, ap, aoff, rsa, rows, bp, boff, cols, pp, poff = args
+        acc, ap, aoff, rsa, rows, bp, boff, cols, kp, koff = args
         bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
-        vec = _vector_type(s, dtype)
-        for v, bvec in enumerate(bvecs):
-            at = builder.add(poff, ir.Constant(_I64, v * vec.count))
-            builder.store(bvec, _vector_ptr(builder, pp, at, vec), align=1)
+        if keep:
+            vec = _vector_type(s, dtype)
+            for v, bvec in enumerate(bvecs):
+                at = builder.add(koff, ir.Constant(_I64, v * vec.count))
+                builder.store(bvec, _vector_ptr(builder, kp, at, vec), align=1)
         return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
 
-    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, panel, panel_off), codegen
+    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off), codegen
 
 
 def _direct_b_row(builder, s, dtype, bp, boff, cols):

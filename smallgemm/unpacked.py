@@ -12,7 +12,7 @@ strides.
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel, direct_steps, direct_steps_kept, merge_tile
+from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
@@ -123,7 +123,7 @@ STREAM_ROWS = 32
 # the L1 panel for the other tiles: its STREAM_STEPS rows lie a row stride
 # apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
 # each other between tiles.  The first tile stores the rows it reads into the
-# panel (``direct_steps_kept``); a separate copy first waited on memory.
+# panel (``direct_steps`` with ``kept``); a separate copy first waited on memory.
 # [16,512]@[512,2048] float32 (Intel host, alternating runs, µs): no panel
 # 365, separate copy 337, kept 288-300; [16,512]@[512,512] 67 -> 56-58;
 # m = 12 with a kept panel 262-271 against 279-282 without, m = 8 210 / 213.
@@ -187,13 +187,13 @@ def stream_tiles(
                             held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
                             a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
-                            if keep_strip and ir == 0:
-                                tile_sum = direct_steps_kept(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
-                                                             cols, panel)
+                            if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
+                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
+                                                        cols, panel)
                                 src, b_at, rs_src = panel, 0, nr
                             else:
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
-                                                        cols)
+                                                        cols, None)
                             if last:
                                 merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
                                            rows, cols, alpha, beta, mode, scratch)
@@ -216,26 +216,6 @@ def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
             resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
     else:
         resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
-
-
-@njit(cache=True)
-def resident_stack(resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, c, offsets_c, rs_c, cs_c,
-                   scratch):
-    """``resident_tiles`` for each product of a stack (``offsets_*``: where each matrix starts).
-
-    The tile and the compiled loop for the strides are chosen once per stack,
-    not once per product: 300 products 16x16x16 float32 (in the L2), one
-    thread, 99-102 -> 89-92 ns each.  With 1000 (3 MiB, from the L3) both this
-    and NumPy take ~110 ns a product.
-    """
-    if cs_c == 1 and cs_a == 1:
-        for t in range(offsets_c.shape[0]):
-            resident_loop(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
-                          c, offsets_c[t], rs_c, 1, scratch)
-    else:
-        for t in range(offsets_c.shape[0]):
-            resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
-                           c, offsets_c[t], rs_c, cs_c, scratch)
 
 
 @njit(cache=True)
@@ -281,6 +261,36 @@ def gemm_unpacked(
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
         unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+
+
+@njit(cache=True)
+def gemm_unpacked_stack(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, cs_b,
+    c, offsets_c, rs_c, cs_c, kc, scratch, sums,
+):
+    """``gemm_unpacked`` for each product of a stack (``offsets_*``: where each matrix starts).
+
+    For the resident tile, the tile and the compiled loop for the strides are
+    chosen once per stack, not once per product: 300 products 16x16x16 float32
+    (in the L2), one thread, 99-102 -> 89-92 ns each.  With 1000 (3 MiB, from
+    the L3) both this and NumPy take ~110 ns a product.
+    """
+    count = offsets_c.shape[0]
+    if cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, a) == RESIDENT_TILE:
+        if cs_c == 1 and cs_a == 1:
+            for t in range(count):
+                resident_loop(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
+                              c, offsets_c[t], rs_c, 1, scratch)
+        else:
+            for t in range(count):
+                resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
+                               c, offsets_c[t], rs_c, cs_c, scratch)
+        return
+    for t in range(count):
+        gemm_unpacked(
+            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a,
+            b, offsets_b[t], rs_b, cs_b, c, offsets_c[t], rs_c, cs_c, kc, scratch, sums,
+        )
 
 
 @njit(cache=True)

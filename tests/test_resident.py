@@ -96,7 +96,7 @@ def test_resident_products_match_the_blocked_path_bitwise(kernel, dtype):
 
 @pytest.mark.parametrize("layout", ["C", "transposed", "strided"])
 def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype, layout):
-    """A stack goes through the resident tile in one compiled loop (``resident_stack``), with
+    """A stack goes through the resident tile in one compiled loop (``gemm_unpacked_stack``), with
     the bits of lone products, for A and C with or without unit-stride rows."""
     depth, width = resident_limits(kernel, dtype)
     rng = np.random.default_rng(6)

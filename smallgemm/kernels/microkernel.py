@@ -24,7 +24,6 @@ from ..simd import (
     tile_prefetch,
     tile_rank1,
     tile_rank1_direct,
-    tile_rank1_direct_kept,
     tile_rows,
     tile_store,
     tile_write,
@@ -65,37 +64,26 @@ def direct_microkernel(
     the same as the packed path's; edges are handled by masked loads instead of
     zero padding.
     """
-    tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols)
+    tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
 @njit(cache=True, inline="always")
-def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols):
+def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, kept):
     """``tile`` plus ``steps`` rank-1 updates from unpacked operands, k increasing.
 
     A full-width tile passes its width as a compile-time constant, so B is read
     with plain vector loads (a masked load costs an ALU slot on some CPUs).
+    Unless ``kept`` is None, the rows of B read are stored there as
+    ``pack_b_panel`` packs them (``tile_rank1_direct``).
     """
     nr = tile_cols(shape, b)
     if cols == nr:
         for p in range(steps):
-            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr)
+            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, kept, p * nr)
     else:
         for p in range(steps):
-            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols)
-    return tile
-
-
-@njit(cache=True, inline="always")
-def direct_steps_kept(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, panel):
-    """``direct_steps``, and the ``steps`` rows of B it read stored in ``panel`` as ``pack_b_panel`` packs them."""
-    nr = tile_cols(shape, b)
-    if cols == nr:
-        for p in range(steps):
-            tile = tile_rank1_direct_kept(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, panel, p * nr)
-    else:
-        for p in range(steps):
-            tile = tile_rank1_direct_kept(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, panel, p * nr)
+            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, kept, p * nr)
     return tile
 
 
