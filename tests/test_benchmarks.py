@@ -106,3 +106,20 @@ def test_peak_is_sane():
         assert figures["threads"] >= 1
     for bits in {name.split("_")[1] for name in fma}:
         assert fma[f"float32_{bits}"]["one_core"] >= fma[f"float64_{bits}"]["one_core"]
+
+
+def test_microkernel_efficiency_row(capsys, monkeypatch):
+    """The targets' microkernel line: the engine's KC is named, the figures parse and are positive."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import targets
+
+    monkeypatch.setattr(targets, "ALTERNATIONS", 1)
+    engine_kc = smallgemm.plan.block_sizes(smallgemm.dispatch.current(), np.dtype(np.float32)).kc
+    targets.microkernel_efficiency(np.float32, engine_kc)
+    targets.microkernel_efficiency(np.float32, 64)
+    engine_row, short_row = capsys.readouterr().out.splitlines()
+    assert f"KC = {engine_kc} (the engine's)" in engine_row and "KC = 64 |" in short_row
+    for row in (engine_row, short_row):
+        speed, peak, share = (cell.strip().split()[-2] for cell in row.split("|")[2:5])
+        assert float(speed) > 0 and float(peak) > 0
+        assert float(share) == pytest.approx(100 * float(speed) / float(peak), abs=0.1)
