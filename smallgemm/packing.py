@@ -85,14 +85,17 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
         return
     zero = buf[0] * 0
     if rs == 1:
-        # Columns of B are contiguous (B transposed): LANES k at a time through
-        # an in-register transpose for a full panel, then read along the columns.
+        # Columns of B are contiguous (B transposed): LANES x LANES blocks through
+        # in-register transposes for a full panel, LANES columns at a time down
+        # the depth (LANES streams along k for the prefetchers, not NR), then
+        # read along the columns.
         p0 = 0
         if live == nr:
             lanes = tile_lanes(shape, b)
-            while p0 + lanes <= depth:
-                pack_b_cols_block(shape, b, b_off + p0, cs, buf, panel + p0 * nr)
-                p0 += lanes
+            p0 = depth - depth % lanes
+            for j in range(0, nr, lanes):
+                for p in range(0, p0, lanes):
+                    pack_b_cols_block(shape, b, b_off + j * cs + p, cs, buf, panel + p * nr + j)
         for j in range(live):
             col = b_off + j * cs
             for p in range(p0, depth):

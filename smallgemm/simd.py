@@ -876,13 +876,13 @@ def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
 
 @intrinsic
 def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
-    """Pack LANES rows of a full NR-column B panel whose columns are unit-stride.
+    """Pack one LANES x LANES block of a B panel whose columns are unit-stride.
 
-    Column j is read at ``src + src_off + j*cs`` (LANES consecutive k) with
-    vector loads, each LANES x LANES block is transposed in registers, and the
-    LANES rows of NR elements are written at ``dst + dst_off`` with the panel's
-    row stride NR.  B transposed (a linear layer's W stored [N, K]) packs this
-    way.  A plain copy: no arithmetic on the values.
+    Column j is read at ``src + src_off + j*cs`` (LANES consecutive k) with a
+    vector load, the block is transposed in registers, and its LANES rows are
+    written at ``dst + dst_off`` with the panel's row stride NR.  B transposed
+    (a linear layer's W stored [N, K]) packs this way.  A plain copy: no
+    arithmetic on the values.
     """
     found = _copy_args(shape, src, dst)
     if found is None:
@@ -894,15 +894,14 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
         vec = _vector_type(s, dtype)
         lanes = vec.count
         nr = s.vectors * lanes
-        for j0 in range(0, nr, lanes):
-            cols = []
-            for j in range(lanes):
-                off = builder.add(so, builder.mul(cstride, ir.Constant(_I64, j0 + j)))
-                cols.append(builder.load(_vector_ptr(builder, sp, off, vec), align=1))
-            rows = _transpose(builder, cols, lanes)
-            for p in range(lanes):
-                off = builder.add(do, ir.Constant(_I64, p * nr + j0))
-                builder.store(rows[p], _vector_ptr(builder, dp, off, vec), align=1)
+        cols = []
+        for j in range(lanes):
+            off = builder.add(so, builder.mul(cstride, ir.Constant(_I64, j)))
+            cols.append(builder.load(_vector_ptr(builder, sp, off, vec), align=1))
+        rows = _transpose(builder, cols, lanes)
+        for p in range(lanes):
+            off = builder.add(do, ir.Constant(_I64, p * nr))
+            builder.store(rows[p], _vector_ptr(builder, dp, off, vec), align=1)
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, cs, dst, dst_off), codegen
