@@ -358,7 +358,9 @@ def unpacked_parallel_entry(
         counter,
     )
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, address(a))
-    if choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads
+    if b.strides[1] != size:  # B transposed: the few-rows tile, as gemm_unpacked
+        unpacked_parallel(few, *args)
+    elif choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads
         unpacked_parallel(narrow, *args)
     elif choice == FEW_TILE:
         unpacked_parallel(few, *args)

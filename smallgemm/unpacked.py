@@ -128,11 +128,21 @@ STREAM_ROWS = 32
 # 365, separate copy 337, kept 288-300; [16,512]@[512,512] 67 -> 56-58;
 # m = 12 with a kept panel 262-271 against 279-282 without, m = 8 210 / 213.
 STREAM_PACK_MIN_TILES = 2
+# Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
+# the panel, one strip wide: W's rows are then read in runs of 512 bytes
+# (float32), which the prefetchers follow, where runs of 128 bytes (32 rows),
+# a thousand rows apart, left it waiting on the L3.  The panel (32 KiB for the
+# AVX-512 few-rows tile) still fits the L1.  W [2048,512], one thread, µs:
+# [1,512] @ W.T 299-306 -> 251-257, [4,512] 297-309 -> 252-254, [16,512]
+# 457-459 -> 376-377; W in the L2 ([4,512] @ [512,512].T) 37 -> 33-36.  512
+# rows (a panel in the L2) read the L3 faster still but lost 25 % in the L2.
+TRANSPOSED_STEPS = 128
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
-# one GEMV chunk), then room for one STREAM_STEPS-row panel of a B whose rows
-# are not contiguous, packed on the fly.
+# one GEMV chunk), then the panel: STREAM_STEPS rows of a strip kept by the
+# first row tile, or TRANSPOSED_STEPS rows of a tile up to 256 wide.
 STREAM_SUMS = max(GEMV_CHUNK, STREAM_ROWS * STREAM_COLS)
-STREAM_SIZE = STREAM_SUMS + STREAM_STEPS * STREAM_COLS
+STREAM_PANEL = max(STREAM_STEPS * STREAM_COLS, TRANSPOSED_STEPS * 256)
+STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
 @njit(cache=True)
@@ -152,9 +162,10 @@ def stream_tiles(
     ``unpacked_tiles``.
 
     A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
-    on the fly, STREAM_STEPS rows by one strip, into an L1 panel at the end of
-    ``sums`` (in-register transposes): B is read once, in the order of W's
-    rows, instead of being packed whole into memory and read again.  A B with
+    on the fly, one strip at a time, into the panel at the end of ``sums``
+    (in-register transposes): B is read once, in the order of W's rows,
+    instead of being packed whole into memory and read again, TRANSPOSED_STEPS
+    rows at a time (long runs of each of W's rows).  A B with
     contiguous rows goes to that panel too when several row tiles share each
     strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
     """
@@ -164,6 +175,7 @@ def stream_tiles(
     strips = STREAM_COLS // nr
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
+    group = STREAM_STEPS if cs_b == 1 else TRANSPOSED_STEPS
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
@@ -172,8 +184,8 @@ def stream_tiles(
             for pc in range(0, k, kc):
                 depth = min(kc, k - pc)
                 mode = merge_mode(pc, beta)
-                for p0 in range(0, depth, STREAM_STEPS):
-                    steps = min(STREAM_STEPS, depth - p0)
+                for p0 in range(0, depth, group):
+                    steps = min(group, depth - p0)
                     last = p0 + steps == depth
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
@@ -242,12 +254,8 @@ def gemm_unpacked(
     (STREAM_SIZE elements) holds the partial sums of the streaming paths.
     """
     if cs_b != 1:
-        if m == 1:
-            stream_tiles(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
-                         c, c_off, rs_c, cs_c, kc, sums, scratch)
-        else:
-            stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
-                         c, c_off, rs_c, cs_c, kc, sums, scratch)
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+                     c, c_off, rs_c, cs_c, kc, sums, scratch)
         return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if choice == RESIDENT_TILE:

@@ -168,7 +168,9 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     """Several column chunks of the stream buffer and several groups of B rows per KC
     block: the result matches the reference and, bitwise, the rows of a packed product."""
     rng = np.random.default_rng(m)
-    k, n = 3 * unpacked.STREAM_STEPS + 5, unpacked.STREAM_COLS + 70
+    group = unpacked.TRANSPOSED_STEPS if transposed else unpacked.STREAM_STEPS
+    k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
+    assert k < plan.block_sizes(kernel, dtype).kc  # several groups inside one KC block
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
     full = smallgemm.matmul(big, w)
