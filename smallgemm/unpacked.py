@@ -12,7 +12,7 @@ strides.
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile
+from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile, panel_steps_fetching
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
@@ -127,6 +127,10 @@ STREAM_ROWS = 32
 # [16,512]@[512,2048] float32 (Intel host, alternating runs, µs): no panel
 # 365, separate copy 337, kept 288-300; [16,512]@[512,512] 67 -> 56-58;
 # m = 12 with a kept panel 262-271 against 279-282 without, m = 8 210 / 213.
+# The second tile then requests the next strip while it computes from the
+# panel (``panel_steps_fetching``): one thread, m = 8 / 12 / 16 / 32, µs,
+# 218-223 / 259-277 / 312-322 / 484-516 -> 202-210 / 246-257 / 292-303 /
+# 448-508 (alternating runs); every later tile requesting it too lost that.
 STREAM_PACK_MIN_TILES = 2
 # Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
 # the panel, one strip wide: W's rows are then read in runs of 512 bytes
@@ -203,6 +207,9 @@ def stream_tiles(
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
                                                         cols, panel)
                                 src, b_at, rs_src = panel, 0, nr
+                            elif keep_strip and ir == mr and jr + nr < width:  # and request the next strip
+                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
+                                                                b, b_off + (pc + p0) * rs_b + j0 + jr + nr, rs_b)
                             else:
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
                                                         cols, None)

@@ -20,7 +20,9 @@ from ..simd import (
     OVERWRITE,
     multiply_add,
     panel_prefetch,
+    prefetch_read,
     tile_cols,
+    tile_lanes,
     tile_prefetch,
     tile_rank1,
     tile_rank1_direct,
@@ -84,6 +86,24 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
     else:
         for p in range(steps):
             tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, kept, p * nr)
+    return tile
+
+
+@njit(cache=True, inline="always")
+def panel_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b):
+    """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
+    requesting row p of the next strip of B (``next_b + next_off + p*rs_b``) at step p.
+
+    For the row stream: the strip read from memory by the first row tile is
+    in the L1 panel, the next one is not, and a tile computing from the panel
+    has load slots to spare while its FMAs run.
+    """
+    nr = tile_cols(shape, panel)
+    lanes = tile_lanes(shape, panel)
+    for p in range(steps):
+        for v in range(0, nr, lanes):
+            prefetch_read(next_b, next_off + p * rs_b + v)
+        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
     return tile
 
 
