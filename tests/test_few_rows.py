@@ -44,6 +44,20 @@ def test_gemv_with_vectors(kernel, dtype):
     assert_close(got[:, None], 1.0, w, u[:, None])
 
 
+def test_gemv_across_column_chunks(kernel, dtype):
+    """One row with B wider than the GEMV chunk: every chunk right, and the bits of the packed path."""
+    rng = np.random.default_rng(4)
+    k, n = 70, unpacked.GEMV_CHUNK + 37
+    w = random_matrix(rng, (k, n), dtype)
+    big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
+    full = smallgemm.matmul(big, w)
+    got = smallgemm.matmul(big[3], w)
+    assert_close(got[None, :], 1.0, big[3:4], w)
+    np.testing.assert_array_equal(got, full[3])
+    c = random_matrix(rng, (1, n), dtype)
+    assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
+
+
 @pytest.mark.parametrize("n", [7, 40, 300])
 def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, n):
     rng = np.random.default_rng(2)
