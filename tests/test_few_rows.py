@@ -58,6 +58,28 @@ def test_gemv_across_column_chunks(kernel, dtype):
     assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
 
 
+@pytest.mark.parametrize("n", [1, 10, 17, 32])
+def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, dtype, always_parallel, n):
+    """``x.T @ g`` with few columns is computed turned over, as a few-rows product: the bits
+    are those of the same product with ``x.T`` copied row-major, on any thread count, alone
+    or in a stack."""
+    rng = np.random.default_rng(n)
+    k, m = 70, 300
+    x = random_matrix(rng, (k, m), dtype)
+    g = random_matrix(rng, (k, n), dtype)
+    assert plan._oriented(x.T, g, np.empty((m, n), dtype))[3]  # the turned-over path
+    expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
+    assert_close(expected, 1.0, x.T, g)
+    for threads in (1, 2, 3, 8):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(x.T, g), expected, err_msg=f"{threads} threads")
+    c = random_matrix(rng, (m, n), dtype)
+    assert_close(smallgemm.gemm(0.5, x, g, beta=-2.0, c=c, trans_a=True), 0.5, x.T, g, -2.0, c)
+    stacked = smallgemm.matmul(np.stack([x[::-1], x]).transpose(0, 2, 1), np.stack([g[::-1], g]))
+    np.testing.assert_array_equal(stacked[1], expected)
+    assert_close(stacked[0], 1.0, x[::-1].T, g[::-1])
+
+
 @pytest.mark.parametrize("n", [7, 40, 300])
 def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, n):
     rng = np.random.default_rng(2)
