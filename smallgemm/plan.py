@@ -216,7 +216,7 @@ def _oriented(a, b, c):
     gradient of a small output layer) is a few-rows product turned over: its
     rows of B^T = x are contiguous and stream, where the tiles of the
     untransposed problem walk down A one row stride per k
-    (``[2048,256]^T @ [256,10]``, one thread, 320-370 -> 116-119 µs).  Each
+    (``x.T @ g``, x [256,2048], g [256,10], one thread, 320-370 -> 116-119 µs).  Each
     element is the same chain of FMAs either way (a product does not depend
     on its operands' order), so the bits do not change.
     """
