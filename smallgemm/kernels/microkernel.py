@@ -18,6 +18,7 @@ from numba import njit
 from ..simd import (
     ACCUMULATE,
     OVERWRITE,
+    line_elements,
     multiply_add,
     panel_prefetch,
     prefetch_read,
@@ -64,9 +65,23 @@ def direct_microkernel(
 
     Same tile, same FMA chain and same merge as ``microkernel``, so the bits are
     the same as the packed path's; edges are handled by masked loads instead of
-    zero padding.
+    zero padding.  Rows of A that are contiguous along k are requested
+    PREFETCH_STEPS ahead, a line per row as the steps reach it: the tile reads
+    one element from each of MR rows a row stride apart per step, a pattern
+    the hardware prefetchers leave to demand misses (one thread, Intel host:
+    [256,2048] @ [2048,10] 200-220 -> 151-160 µs, [2048,512] @ [512,16] 450-500
+    -> 280-320 µs, 64^3 and 80^3 products 15-20 % faster).
     """
-    tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
+    if cs_a == 1:
+        line = line_elements(shape, a)
+        tile = tile_zero(shape, a)
+        for p0 in range(0, kc, line):
+            for i in range(rows):
+                prefetch_read(a, a_off + i * rs_a + p0 + PREFETCH_STEPS)
+            tile = direct_steps(shape, tile, min(line, kc - p0), a, a_off + p0, rs_a, 1, rows, b, b_off + p0 * rs_b,
+                                rs_b, cols, None)
+    else:
+        tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
