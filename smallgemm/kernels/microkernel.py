@@ -105,19 +105,26 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
 
 
 @njit(cache=True, inline="always")
-def panel_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b):
+def panel_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every):
     """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
-    requesting row p of the next strip of B (``next_b + next_off + p*rs_b``) at step p.
+    requesting rows ``first``, ``first + every``, ... of the next strip of B
+    (row p at ``next_b + next_off + p*rs_b``), each at the step of the same number.
 
     For the row stream: the strip read from memory by the first row tile is
     in the L1 panel, the next one is not, and a tile computing from the panel
-    has load slots to spare while its FMAs run.
+    has load slots to spare while its FMAs run.  The later tiles of a sweep
+    share the rows out (``every`` of them), so the requests are spread over
+    all their steps instead of crowding the memory queue in one tile.
     """
     nr = tile_cols(shape, panel)
     lanes = tile_lanes(shape, panel)
+    wait = first
     for p in range(steps):
-        for v in range(0, nr, lanes):
-            prefetch_read(next_b, next_off + p * rs_b + v)
+        if wait == 0:
+            for v in range(0, nr, lanes):
+                prefetch_read(next_b, next_off + p * rs_b + v)
+            wait = every
+        wait -= 1
         tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
     return tile
 
