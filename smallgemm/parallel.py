@@ -28,7 +28,16 @@ from numba import njit, prange
 from .driver import merge_mode, pack_b_task, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from .packing import pack_a
 from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
-from .unpacked import FEW_TILE, GEMV_TILE, NARROW_TILE, RESIDENT_TILE, STREAM_SIZE, stream_tiles, tile_choice
+from .unpacked import (
+    FEW_TILE,
+    GEMV_TILE,
+    NARROW_TILE,
+    RESIDENT_TILE,
+    STREAM_SIZE,
+    fetches_ahead,
+    stream_tiles,
+    tile_choice,
+)
 
 # At least this many row-block tasks per worker, so that uneven tasks even out
 # (seed 001); when rows are too few for that, columns are split too.
@@ -303,6 +312,7 @@ def unpacked_parallel(
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
+    fetch = fetches_ahead(tile, a, n, k, cs_b)
     reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(scratch, w * mr * nr)
@@ -322,12 +332,12 @@ def unpacked_parallel(
                 stream_tiles(
                     tile, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
-                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_sums, my_scratch,
+                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_sums, my_scratch, fetch,
                 )
             else:
                 stream_tiles(
                     tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
-                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch,
+                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch, fetch,
                 )
             task, turn = claim(counter, total, workers, w, turn)
     if split:

@@ -146,14 +146,19 @@ def _float_pointer(ptr):
 _READ, _WRITE = 0, 1
 
 
-def _prefetch(builder, ptr, byte_offset, rw):
-    """Emit a prefetch hint (``_READ`` or ``_WRITE``, all cache levels) of the line at ``ptr`` plus bytes."""
+# Locality hints of llvm.prefetch: every cache level (prefetcht0), or the L2
+# and beyond but not the L1 (prefetcht1).
+_ALL_LEVELS, _OUTER_LEVELS = 3, 2
+
+
+def _prefetch(builder, ptr, byte_offset, rw, locality=_ALL_LEVELS):
+    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into the levels ``locality`` names) of the line at ``ptr`` plus bytes."""
     i8p = ir.IntType(8).as_pointer()
     i32 = ir.IntType(32)
     fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
     fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=fnty)
     addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(_I64, byte_offset)])
-    builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+    builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, locality), ir.Constant(i32, 1)])
 
 
 def _declare_fma(module, fused, ty):
@@ -942,6 +947,20 @@ def prefetch_read(typingctx, ptr, off):
 
     def codegen(context, builder, signature, args):
         _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ)
+        return context.get_dummy_value()
+
+    return types.void(ptr, off), codegen
+
+
+@intrinsic
+def prefetch_read_l2(typingctx, ptr, off):
+    """Hint that ``ptr + off`` will be read, but not before what the L1 holds now
+    has been used: the line comes into the L2, not the L1."""
+    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ, _OUTER_LEVELS)
         return context.get_dummy_value()
 
     return types.void(ptr, off), codegen

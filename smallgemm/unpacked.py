@@ -12,7 +12,13 @@ strides.
 from numba import njit
 
 from .driver import merge_mode
-from .kernels.microkernel import direct_microkernel, direct_steps, merge_tile, panel_steps_fetching
+from .kernels.microkernel import (
+    direct_microkernel,
+    direct_steps,
+    merge_tile,
+    panel_steps_fetching,
+    panel_steps_fetching_rows,
+)
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
@@ -20,6 +26,7 @@ from .simd import (
     address,
     advance,
     axpy_vector,
+    line_elements,
     multiply_add,
     prefetch_read,
     resident_b,
@@ -148,6 +155,17 @@ STREAM_PACK_MIN_TILES = 2
 # 457-459 -> 376-377; W in the L2 ([4,512] @ [512,512].T) 37 -> 33-36.  512
 # rows (a panel in the L2) read the L3 faster still but lost 25 % in the L2.
 TRANSPOSED_STEPS = 128
+# While the row tiles of a sweep compute from a transposed strip's panel, they
+# request the W rows of the next strip into the L2, when the whole B is larger
+# than TRANSPOSED_FETCH_MIN_BYTES and the panel's runs of each W row are at
+# most TRANSPOSED_FETCH_MAX_RUN bytes.  Float32, one thread, paired runs in
+# one process: [8,512] / [16,512] @ W.T, W [2048,512] (4 MiB), 10-15 %
+# faster, [16,4096] @ W.T, W [4096,4096], 16 %; two threads unchanged; W
+# [512,512] (1 MiB, in the L2) lost 8 % to requests that find their lines
+# already there; float64 (1 KiB runs) lost 0-5 %, and 7-9 % with requests
+# into the L1.
+TRANSPOSED_FETCH_MIN_BYTES = 1 << 20
+TRANSPOSED_FETCH_MAX_RUN = 512
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk), then the panel: STREAM_STEPS rows of a strip kept by the
 # first row tile, or TRANSPOSED_STEPS rows of a tile up to 256 wide.
@@ -157,8 +175,17 @@ STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
 @njit(cache=True)
+def fetches_ahead(tile, a, n, k, cs_b):
+    """Whether ``stream_tiles`` should request a transposed B's next strip
+    (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
+    size = 64 // line_elements(tile, a)
+    return cs_b != 1 and n * k * size > TRANSPOSED_FETCH_MIN_BYTES and TRANSPOSED_STEPS * size <= TRANSPOSED_FETCH_MAX_RUN
+
+
+@njit(cache=True)
 def stream_tiles(
-    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch
+    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
+    fetch,
 ):
     """The unpacked product with B read along its rows (few rows).
 
@@ -176,7 +203,9 @@ def stream_tiles(
     on the fly, one strip at a time, into the panel at the end of ``sums``
     (in-register transposes): B is read once, in the order of W's rows,
     instead of being packed whole into memory and read again, TRANSPOSED_STEPS
-    rows at a time (long runs of each of W's rows).  A B with
+    rows at a time (long runs of each of W's rows); with ``fetch``
+    (``fetches_ahead``), the row tiles request the next strip's rows while
+    they compute.  A B with
     contiguous rows goes to that panel too when several row tiles share each
     strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
     """
@@ -218,6 +247,14 @@ def stream_tiles(
                                 tile_sum = panel_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
                                                                 b, b_off + (pc + p0) * rs_b + j0 + jr + nr, rs_b,
                                                                 ir // mr - 1, (height + mr - 1) // mr - 1)
+                            elif fetch and height > mr and cols == nr and jr + 2 * nr <= width:  # W's next rows
+                                sharer = ir // mr
+                                tiles = (height + mr - 1) // mr
+                                tile_sum = panel_steps_fetching_rows(
+                                    tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
+                                    b, b_off + (pc + p0) * rs_b + (j0 + jr + nr) * cs_b, cs_b,
+                                    sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
+                                )
                             else:
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
                                                         cols, None)
@@ -270,7 +307,7 @@ def gemm_unpacked(
     """
     if cs_b != 1:
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
-                     c, c_off, rs_c, cs_c, kc, sums, scratch)
+                     c, c_off, rs_c, cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
         return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if choice == RESIDENT_TILE:
@@ -279,7 +316,7 @@ def gemm_unpacked(
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 1, c, c_off, rs_c, cs_c, kc, sums,
-                     scratch)
+                     scratch, False)
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:

@@ -202,11 +202,13 @@ def test_bad_use_of_a_packed_operand():
 @pytest.mark.parametrize("m", [2, 5, 17, 32])
 def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, transposed):
     """Several column chunks of the stream buffer and several groups of B rows per KC
-    block: the result matches the reference and, bitwise, the rows of a packed product."""
+    block: the result matches the reference and, bitwise, the rows of a packed product.
+    A transposed float32 B is large enough for the row tiles to request its next strips."""
     rng = np.random.default_rng(m)
     group = unpacked.TRANSPOSED_STEPS if transposed else unpacked.STREAM_STEPS
     k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
     assert k < plan.block_sizes(kernel, dtype).kc  # several groups inside one KC block
+    assert not transposed or n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
     full = smallgemm.matmul(big, w)

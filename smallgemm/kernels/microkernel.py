@@ -22,6 +22,7 @@ from ..simd import (
     multiply_add,
     panel_prefetch,
     prefetch_read,
+    prefetch_read_l2,
     tile_cols,
     tile_lanes,
     tile_prefetch,
@@ -123,6 +124,35 @@ def panel_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, 
         if wait == 0:
             for v in range(0, nr, lanes):
                 prefetch_read(next_b, next_off + p * rs_b + v)
+            wait = every
+        wait -= 1
+        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
+    return tile
+
+
+@njit(cache=True, inline="always")
+def panel_steps_fetching_rows(
+    shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, stride, first, end, every
+):
+    """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
+    requesting ``steps`` elements of rows ``first`` to ``end`` of the next strip
+    (row r at ``next_b + next_off + r*stride``), one row every ``every`` steps,
+    into the L2.
+
+    For a transposed B (``x @ W.T``) in the row stream: its next strip is a
+    block of W's rows that ``pack_b_panel`` will read, and the row tiles of a
+    sweep share the rows out so that the requests spread over all their steps.
+    Into the L2 only: the packed panel and these rows do not both fit the L1.
+    """
+    nr = tile_cols(shape, panel)
+    line = line_elements(shape, panel)
+    row = first
+    wait = 0
+    for p in range(steps):
+        if wait == 0 and row < end:
+            for e in range(0, steps, line):
+                prefetch_read_l2(next_b, next_off + row * stride + e)
+            row += 1
             wait = every
         wait -= 1
         tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
