@@ -303,10 +303,18 @@ def unpacked_parallel(
     row_chunk = mr * max(1, 64 // mr)
     row_tasks = (m + row_chunk - 1) // row_chunk
     panels = (n + nr - 1) // nr
-    wanted = TASKS_PER_WORKER * workers
+    # A B with contiguous rows streams in runs as long as a task's strip is
+    # wide: one strip per worker (runs of 1024 columns for n = 2048 on two,
+    # where three per worker left ~350) streams faster from the L3, more than
+    # the finer tasks' balance gave back.  Two threads, paired runs in one
+    # process, [1|4|8|16|32,512] @ [512,2048] 24 / 15 / 12 / 5 / 4 % faster,
+    # [4,4096] @ [4096,4096] 10 %; a transposed B (its runs are W's rows) lost
+    # 0-5 % and keeps the finer tasks.
+    wanted = TASKS_PER_WORKER * workers if cs_b != 1 else workers
     # Strips of whole panels, as even as possible (sizes differ by one panel at
-    # most): with 2 workers, [16,512]@[512,2048] has 32 panels in six strips
-    # of 5-6, where strips of 5 left a seventh of 2 and one worker a task more.
+    # most): with 2 workers, [16,512] @ W.T, W [2048,512], has 32 panels in
+    # six strips of 5-6, where strips of 5 left a seventh of 2 and one worker
+    # a task more.
     strips = min(panels, max(1, (wanted + row_tasks - 1) // row_tasks))
     tasks = row_tasks * strips
     k_blocks = (k + kc - 1) // kc
