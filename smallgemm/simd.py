@@ -152,7 +152,8 @@ _ALL_LEVELS, _OUTER_LEVELS = 3, 2
 
 
 def _prefetch(builder, ptr, byte_offset, rw, locality=_ALL_LEVELS):
-    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into the levels ``locality`` names) of the line at ``ptr`` plus bytes."""
+    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into the cache levels ``locality``
+    names) of the line at ``ptr`` plus ``byte_offset`` bytes."""
     i8p = ir.IntType(8).as_pointer()
     i32 = ir.IntType(32)
     fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])

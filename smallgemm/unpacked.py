@@ -179,7 +179,8 @@ def fetches_ahead(tile, a, n, k, cs_b):
     """Whether ``stream_tiles`` should request a transposed B's next strip
     (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
     size = 64 // line_elements(tile, a)
-    return cs_b != 1 and n * k * size > TRANSPOSED_FETCH_MIN_BYTES and TRANSPOSED_STEPS * size <= TRANSPOSED_FETCH_MAX_RUN
+    large = n * k * size > TRANSPOSED_FETCH_MIN_BYTES
+    return cs_b != 1 and large and TRANSPOSED_STEPS * size <= TRANSPOSED_FETCH_MAX_RUN
 
 
 @njit(cache=True)
@@ -253,7 +254,8 @@ def stream_tiles(
                                 tile_sum = panel_steps_fetching_rows(
                                     tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
                                     b, b_off + (pc + p0) * rs_b + (j0 + jr + nr) * cs_b, cs_b,
-                                    sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
+                                    sharer * nr // tiles, (sharer + 1) * nr // tiles,
+                                    max(1, steps * tiles // nr),
                                 )
                             else:
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,

@@ -146,6 +146,44 @@ def test_prepacked_gives_the_same_bits(kernel, dtype, tiny_blocks, trans):
     np.testing.assert_array_equal(smallgemm.matmul(stack, packed), smallgemm.matmul(stack, op))
 
 
+def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
+    """``matmul(x, packed, out=...)`` computes straight into ``out`` when it can (a vector,
+    a matrix, a foldable stack, a strided view), through a new array when ``out``
+    overlaps x or has another dtype; the values are those of the unpacked operand."""
+    rng = np.random.default_rng(9)
+    k, n = 70, 90
+    w = random_matrix(rng, (k, n), dtype)
+    packed = smallgemm.pack(w)
+    targets = []
+    real = plan.run_prepacked
+
+    def recording(alpha, a, p, beta, c):
+        targets.append(c)
+        real(alpha, a, p, beta, c)
+
+    monkeypatch.setattr(plan, "run_prepacked", recording)
+    for x in (random_matrix(rng, (k,), dtype), random_matrix(rng, (5, k), dtype), random_matrix(rng, (2, 3, k), dtype)):
+        expected = smallgemm.matmul(x, w)
+        wide = np.full(x.shape[:-1] + (2 * n,), 7.0, dtype)
+        for out in (np.empty(x.shape[:-1] + (n,), dtype), wide[..., ::2]):
+            targets.clear()
+            assert smallgemm.matmul(x, packed, out=out) is out
+            np.testing.assert_array_equal(out, expected)
+            assert len(targets) == 1 and np.shares_memory(targets[0], out)
+        np.testing.assert_array_equal(wide[..., 1::2], 7.0)  # nothing written beside the view
+    square = random_matrix(rng, (k, k), dtype)
+    packed_square = smallgemm.pack(square)
+    x = random_matrix(rng, (k, k), dtype)
+    expected = smallgemm.matmul(x, square)
+    y = x.copy()
+    targets.clear()
+    np.testing.assert_array_equal(smallgemm.matmul(y, packed_square, out=y), expected)  # out is the input
+    assert not np.shares_memory(targets[0], y)
+    if dtype == np.float32:
+        wider = np.empty((k, k), np.float64)
+        np.testing.assert_array_equal(smallgemm.matmul(x, packed_square, out=wider), expected)
+
+
 @pytest.mark.parametrize("trans", [False, True])
 def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans):
     """Prepacked products on any number of workers (few rows: groups of panels;

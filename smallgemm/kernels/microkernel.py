@@ -121,7 +121,9 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
 
 
 @njit(cache=True, inline="always")
-def panel_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every):
+def panel_steps_fetching(
+    shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every
+):
     """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
     requesting rows ``first``, ``first + every``, ... of the next strip of B
     (row p at ``next_b + next_off + p*rs_b``), each at the step of the same number.
