@@ -219,6 +219,7 @@ def stream_tiles(
     group = STREAM_STEPS if cs_b == 1 else TRANSPOSED_STEPS
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
+        tiles = (height + mr - 1) // mr
         keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
@@ -231,13 +232,15 @@ def stream_tiles(
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
                         b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
+                        next_at = b_at + nr * cs_b  # the next strip
                         src, rs_src = b, rs_b
                         if cs_b != 1:
                             pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, 0)
                             src, b_at, rs_src = panel, 0, nr
                         for ir in range(0, height, mr):
                             rows = min(mr, height - ir)
-                            held = advance(sums, ((ir // mr) * strips + jr // nr) * tile_size)
+                            sharer = ir // mr
+                            held = advance(sums, (sharer * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
                             a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
                             if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
@@ -246,16 +249,11 @@ def stream_tiles(
                                 src, b_at, rs_src = panel, 0, nr
                             elif keep_strip and jr + nr < width:  # and request the next strip
                                 tile_sum = panel_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
-                                                                b, b_off + (pc + p0) * rs_b + j0 + jr + nr, rs_b,
-                                                                ir // mr - 1, (height + mr - 1) // mr - 1)
-                            elif fetch and height > mr and cols == nr and jr + 2 * nr <= width:  # W's next rows
-                                sharer = ir // mr
-                                tiles = (height + mr - 1) // mr
+                                                                b, next_at, rs_b, sharer - 1, tiles - 1)
+                            elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
                                 tile_sum = panel_steps_fetching_rows(
-                                    tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
-                                    b, b_off + (pc + p0) * rs_b + (j0 + jr + nr) * cs_b, cs_b,
-                                    sharer * nr // tiles, (sharer + 1) * nr // tiles,
-                                    max(1, steps * tiles // nr),
+                                    tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel, b, next_at, cs_b,
+                                    sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
                                 )
                             else:
                                 tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
