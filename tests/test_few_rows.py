@@ -286,6 +286,25 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     assert_close(results[0], 1.0, x, w)
 
 
+@pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
+@pytest.mark.parametrize("m", [9, 17, 32])
+def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(kernel, dtype, m, transposed):
+    """Sweeps of several row tiles (the later ones request the next strip; one column strip per
+    worker for a row-major B, three for a transposed one): same bits on 1, 2, 3 and 8 threads."""
+    rng = np.random.default_rng(m)
+    k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
+    assert m * n * k >= plan.PARALLEL_MIN_VOLUME and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
+    x = random_matrix(rng, (m, k), dtype)
+    w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
+    results = []
+    for threads in (1, 2, 3, 8):
+        with smallgemm.num_threads(threads):
+            results.append(smallgemm.matmul(x, w))
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 1.0, x, w)
+
+
 def test_narrow_products_with_many_rows_match_the_packed_path_bitwise(kernel, dtype):
     """n within the narrow tile: unpacked whatever m (x @ W for a 10-class output layer);
     the bits are those of the packed driver, which a B with strided rows is sent to."""
