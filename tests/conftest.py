@@ -2,9 +2,11 @@ import os
 import tempfile
 
 # Tests run with the default block sizes: no tuned configuration from the user's
-# environment or cache directory (tests/test_tune.py sets its own).
+# environment or cache directory (tests/test_tune.py sets its own). The cache
+# directory is removed when the test process exits.
 os.environ.pop("SMALLGEMM_CONFIG", None)
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="smallgemm-tests-")
+_CACHE_HOME = tempfile.TemporaryDirectory(prefix="smallgemm-tests-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME.name
 
 import numpy as np
 import pytest
