@@ -289,7 +289,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         return
     if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
         return
-    sizes = prep.sizes
+    sizes = prep.sizes.for_depth(k, kernel.mr())
     prep.blocked(
         prep.shape, scalar(alpha), scalar(beta), a, b, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
@@ -312,8 +312,8 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
 
 def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
     """The blocked product on ``workers`` workers (``log_*``: the tests' task-recording hook)."""
-    sizes = prep.sizes
-    ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    sizes = prep.sizes.for_depth(a.shape[1], kernel.mr())
     _PARALLEL.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
         workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
@@ -331,8 +331,9 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     m, k = a.shape
     n = b.shape[1]
     dtype = c.dtype
-    prep = prepared(dispatch.current(), dtype)
-    ws, sizes = prep.workspace, prep.sizes
+    kernel = dispatch.current()
+    prep = prepared(kernel, dtype)
+    ws, sizes = prep.workspace, prep.sizes.for_depth(k, kernel.mr())
     prep.batched(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
         offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b, prep.narrow_cols),
@@ -383,6 +384,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
             sizes.nc, sizes.kc, kernel.nr(dtype), ws.scratch,
         )
         return
+    sizes = sizes.for_depth(k, kernel.mr())
     _PREPACKED.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
@@ -401,6 +403,7 @@ def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, worke
             sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
         )
         return
+    sizes = sizes.for_depth(a.shape[1], kernel.mr())
     _PREPACKED_PARALLEL.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,

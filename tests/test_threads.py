@@ -56,6 +56,37 @@ def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     assert_close(results[0], 0.75, a, b)
 
 
+@pytest.mark.parametrize("k", [1, 16, 17, 31])
+def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dtype, always_parallel, k):
+    """Below KC the row blocks grow (``BlockSizes.for_depth``) within the A buffers' size; no
+    sum changes: the same bits on any thread count, prepacked, and row by row."""
+    mr, nr = kernel.mr(), kernel.nr(dtype)
+    sizes = blocking.BlockSizes(mc=2 * mr, nc=2 * nr, kc=64)
+    shallow = sizes.for_depth(k, mr)
+    assert shallow.kc >= k and shallow.mc > sizes.mc and shallow.mc % mr == 0
+    assert shallow.mc * shallow.kc <= sizes.mc * sizes.kc
+    assert sizes.for_depth(sizes.kc, mr) == sizes == sizes.for_depth(sizes.kc + 1, mr)
+    rng = np.random.default_rng(k)
+    m, n = 2 * shallow.mc + 3, 3 * nr + 1
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype, "F")
+    plan.set_block_sizes(kernel, dtype, sizes)
+    try:
+        results = products_by_thread_count(a, b)
+        packed = smallgemm.pack(b)
+        for workers in (1, 2):
+            with smallgemm.num_threads(workers):
+                results.append(smallgemm.gemm(0.75, a, packed))
+        rows = [smallgemm.gemm(0.75, a[i : i + 1], b)[0] for i in (0, shallow.mc, m - 1)]
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    for row, i in zip(rows, (0, shallow.mc, m - 1)):
+        np.testing.assert_array_equal(row, results[0][i])
+    assert_close(results[0], 0.75, a, b)
+
+
 def run_logged(kernel, dtype, m, n, k, workers, seed):
     """A parallel product with the task logs on: (a, b, c, first log, second log)."""
     rng = np.random.default_rng(seed)
