@@ -148,6 +148,20 @@ def matmul(
                     c = np.empty((m, n), dtype)
                     plan.run_small(a, b, c)
                     return c
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 3 and b.ndim == 3:
+        # Two stacks along one batch axis, not broadcast: the common batched product.
+        dtype = a.dtype
+        if dtype is b.dtype and (dtype is _F32 or dtype is _F64):
+            count, m, k = a.shape
+            count_b, k_b, n = b.shape
+            if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
+                c = np.empty((count, m, n), dtype)
+                size = dtype.itemsize
+                plan.run_batch(
+                    a[0], b[0], c[0], _even_offsets(count, a.strides[0] // size),
+                    _even_offsets(count, b.strides[0] // size), _even_offsets(count, m * n),
+                )
+                return c
     if isinstance(b, PackedMatrix):
         return _matmul_packed(a, b, out)
     if not isinstance(a, np.ndarray):

@@ -180,3 +180,36 @@ def test_inputs_not_modified(dtype):
     smallgemm.matmul(a, b)
     np.testing.assert_array_equal(a, a0)
     np.testing.assert_array_equal(b, b0)
+
+
+def _stack(rng, shape, dtype, layout):
+    """A stack of ``shape`` (count, rows, cols) in the given memory layout."""
+    count, rows, cols = shape
+    if layout == "C":
+        return rng.standard_normal(shape).astype(dtype)
+    if layout == "reversed_batch":
+        return rng.standard_normal(shape).astype(dtype)[::-1]
+    if layout == "transposed":
+        return rng.standard_normal((count, cols, rows)).astype(dtype).transpose(0, 2, 1)
+    if layout == "strided":
+        return rng.standard_normal((count, 2 * rows, cols + 3)).astype(dtype)[:, ::2, 1 : cols + 1]
+    # Strides of no whole number of elements: a field of a packed record.
+    records = np.zeros(shape, dtype=[("x", dtype), ("pad", np.int8)])
+    records["x"] = rng.standard_normal(shape)
+    return records["x"]
+
+
+@pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided", "byte_strides"])
+@pytest.mark.parametrize("shape", [(5, 16, 16, 16), (3, 7, 33, 9), (2, 40, 1, 50)], ids=str)
+def test_two_stacks_along_one_batch_axis(dtype, layout, shape):
+    """``[t, m, k] @ [t, k, n]`` (matmul's shortest way into the batch loop) in any layout:
+    each product bitwise as a lone call, all of them against the reference."""
+    count, m, k, n = shape
+    rng = np.random.default_rng(8)
+    a = _stack(rng, (count, m, k), dtype, layout)
+    b = _stack(rng, (count, k, n), dtype, "C" if layout == "C" else "transposed")
+    got = smallgemm.matmul(a, b)
+    assert got.shape == (count, m, n) and got.dtype == dtype and got.flags.c_contiguous
+    for t in range(count):
+        np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), b[t]))
+    assert_close(got, 1.0, a, b)
