@@ -3,14 +3,23 @@
 Each matrix of a stack is addressed by an element offset from the first one
 (``offsets_*``, from NumPy broadcasting, computed by the caller), so
 broadcast batch dimensions cost nothing and no operand is copied.  Every
-product is computed exactly as a lone call would compute it.
+product is computed exactly as a lone call would compute it, on one thread
+or on many: with threads, either the products are the tasks (each computed
+whole by the worker that takes it) or each product in turn uses every worker;
+neither changes a sum.
 """
 
-from numba import njit
+from numba import njit, prange
 
 from .driver import gemm_serial
-from .simd import address
-from .unpacked import gemm_unpacked_stack
+from .parallel import NO_LOG, claim, gemm_parallel, reset_counters
+from .simd import address, advance, tile_cols, tile_rows
+from .unpacked import STREAM_SIZE, gemm_unpacked_stack
+
+# An unpacked stack is cut into at most this many tasks per worker (runs of
+# consecutive products: tiny products are not worth a claim each); a blocked
+# stack's products are one task each.
+UNPACKED_TASKS_PER_WORKER = 8
 
 
 @njit(cache=True)
@@ -19,6 +28,18 @@ def batch_entry(
     sums,
 ):
     """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices."""
+    stack_run(
+        shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch), address(sums),
+    )
+
+
+@njit(cache=True)
+def stack_run(
+    shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
+    abuf, bbuf, scratch, sums,
+):
+    """The products of a stack (or of a run of it: the ``offsets_*`` given) one after the other."""
     size = a.itemsize
     m, k = a.shape
     n = b.shape[1]
@@ -29,11 +50,60 @@ def batch_entry(
     if unpacked:
         gemm_unpacked_stack(
             shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a, rs_a, cs_a,
-            pb, offsets_b, rs_b, cs_b, pc, offsets_c, rs_c, cs_c, kc, address(scratch), address(sums),
+            pb, offsets_b, rs_b, cs_b, pc, offsets_c, rs_c, cs_c, kc, scratch, sums,
         )
         return
     for t in range(offsets_c.shape[0]):
         gemm_serial(
             shape, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b, cs_b,
-            pc, offsets_c[t], rs_c, cs_c, mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
+            pc, offsets_c[t], rs_c, cs_c, mc, nc, kc, abuf, bbuf, scratch, False,
+        )
+
+
+@njit(cache=True, parallel=True)
+def batch_tasks_entry(
+    shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
+    workers, abuf, bbuf, scratch, sums, counter,
+):
+    """``batch_entry`` on ``workers`` workers, the products as tasks handed out by the
+    task counters; each worker has its own A block, B slice, edge tile and sums."""
+    count = offsets_c.shape[0]
+    tasks = min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
+    mr, nr = tile_rows(shape), tile_cols(shape, address(scratch))
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_abuf = advance(address(abuf), w * mc * kc)
+        my_bbuf = advance(address(bbuf), w * kc * nc)
+        my_scratch = advance(address(scratch), w * mr * nr)
+        my_sums = advance(address(sums), w * STREAM_SIZE)
+        task, turn = claim(counter, tasks, workers, w, 0)
+        while task >= 0:
+            first, end = task * count // tasks, (task + 1) * count // tasks
+            stack_run(
+                shape, narrow, few, gemv, resident, alpha, beta, a, b, c,
+                offsets_a[first:end], offsets_b[first:end], offsets_c[first:end], unpacked,
+                mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
+            )
+            task, turn = claim(counter, tasks, workers, w, turn)
+
+
+@njit(cache=True)
+def batch_each_parallel_entry(
+    shape, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch,
+    counter,
+):
+    """The blocked products of a stack one after the other, each on all ``workers`` workers
+    (the parallel driver's row-block tasks): for fewer large products than the workers
+    could share out evenly."""
+    size = a.itemsize
+    m, k = a.shape
+    n = b.shape[1]
+    for t in range(offsets_c.shape[0]):
+        gemm_parallel(
+            shape, m, n, k, alpha, beta,
+            advance(address(a), offsets_a[t]), a.strides[0] // size, a.strides[1] // size,
+            advance(address(b), offsets_b[t]), b.strides[0] // size, b.strides[1] // size,
+            advance(address(c), offsets_c[t]), c.strides[0] // size, c.strides[1] // size,
+            mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, NO_LOG, NO_LOG,
+            False,
         )

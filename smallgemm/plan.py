@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import blocking, dispatch, threads, workspace
-from .batched import batch_entry
+from .batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry
 from .driver import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
@@ -23,6 +23,7 @@ from .parallel import (
     parallel_entry,
     prepacked_parallel_entry,
     prepacked_rows_parallel,
+    TASKS_PER_WORKER,
     unpacked_parallel_entry,
 )
 from .unpacked import unpacked_entry
@@ -69,12 +70,27 @@ _BATCHED = Entry(
     ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
      "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
 )
+_BATCH_TASKS = Entry(
+    batch_tasks_entry,
+    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
+     "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer", "counter"),
+)
+_BATCH_EACH_PARALLEL = Entry(
+    batch_each_parallel_entry,
+    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "int", "int", "int", "int",
+     "int", "buffer", "buffer", "buffer", "counter"),
+)
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
 UNPACKED_MAX_VOLUME = 80 * 80 * 80
 # Below this many multiply-adds a product stays on one thread: starting the
 # workers and the barriers cost more than they give (docs/design.md).
 PARALLEL_MIN_VOLUME = 112 * 112 * 112
+# A stack of products is shared out between threads from this many multiply-adds
+# in all: each worker then takes whole products, with no barrier inside one
+# (2 threads against 1, float32, Intel host: 50x16^3 0.88x, 100x16^3 1.03x,
+# 200x16^3 1.24x, 20x32^3 1.21x, 4x64^3 1.15x).
+PARALLEL_MIN_STACK_VOLUME = 80 * 80 * 80
 # From this many elements of B, an unpacked product (few rows: memory-bound,
 # B read once) is worth splitting across threads whatever its multiply-adds:
 # each core then streams its share of B (docs/design.md).
@@ -325,6 +341,9 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
 
     Every matrix has the shape and strides of the first; requires m, n, k >= 1.
     """
+    if offsets_c.shape[0] == 1 and offsets_a[0] == offsets_b[0] == offsets_c[0] == 0:
+        run(1.0, a, b, 0.0, c)  # a stack of one: the lone product, on threads where it is worth it
+        return
     a, b, c, swapped = _oriented(a, b, c)
     if swapped:
         offsets_a, offsets_b = offsets_b, offsets_a
@@ -333,11 +352,49 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     dtype = c.dtype
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
-    ws, sizes = prep.workspace, prep.sizes.for_depth(k, kernel.mr())
+    ws = prep.workspace
+    unpacked = _use_unpacked(m, n, k, b, prep.narrow_cols)
+    sizes = prep.sizes if unpacked else prep.sizes.for_depth(k, kernel.mr())
+    count = offsets_c.shape[0]
+    workers = threads.get_num_threads()
+    if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:
+        offsets = (offsets_a, offsets_b, offsets_c)
+        if _each_on_all_workers(count, m * n * k, unpacked, workers):
+            ran = _in_parallel(_run_batch_each_parallel, prep, kernel, dtype, a, b, c, offsets, sizes, workers)
+        else:
+            ran = _in_parallel(
+                _run_batch_tasks, prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, min(workers, count)
+            )
+        if ran:
+            return
     prep.batched(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
-        offsets_a, offsets_b, offsets_c, _use_unpacked(m, n, k, b, prep.narrow_cols),
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
+        offsets_a, offsets_b, offsets_c, unpacked, sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
+    )
+
+
+def _each_on_all_workers(count: int, volume: int, unpacked: bool, workers: int) -> bool:
+    """Whether a stack's products should each use every worker, one after the other,
+    rather than be shared out whole: for large blocked products too few to share
+    out evenly (two on three workers, three on two)."""
+    return not unpacked and volume >= PARALLEL_MIN_VOLUME and count < TASKS_PER_WORKER * workers and count % workers != 0
+
+
+def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
+    """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, b_slices=workers)
+    _BATCH_TASKS.get(kernel, dtype)(
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, *offsets, unpacked,
+        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, ws.counter,
+    )
+
+
+def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, sizes, workers) -> None:
+    """A stack of blocked products, each in turn on ``workers`` workers (the parallel driver)."""
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    _BATCH_EACH_PARALLEL.get(kernel, dtype)(
+        prep.shape, prep.one, prep.zero, a, b, c, *offsets, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers,
+        ws.abuf, ws.bbuf, ws.scratch, ws.counter,
     )
 
 

@@ -28,7 +28,7 @@ def aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
 
 @dataclass
 class Workspace:
-    """Buffers for one call: A blocks and edge tiles (one per worker), the shared B slice,
+    """Buffers for one call: A blocks and edge tiles (one per worker), the B slice (shared, or one per worker),
     and the task counters of the parallel drivers (one per worker, each alone on its cache line)."""
 
     abuf: np.ndarray
@@ -41,20 +41,26 @@ class Workspace:
 _local = threading.local()
 
 
-def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1) -> Workspace:
-    """This Python thread's workspace for these block sizes and workers, allocated on first use."""
+def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1, b_slices: int = 1) -> Workspace:
+    """This Python thread's workspace for these block sizes and workers, allocated on first use.
+
+    ``b_slices``: how many B slices (one shared by the workers of a product, or
+    one per worker when each computes products of its own).
+    """
     cache = getattr(_local, "cache", None)
     if cache is None:
         cache = _local.cache = {}
-    key = (np.dtype(dtype).char, sizes, mr, nr, threads)
+    key = (np.dtype(dtype).char, sizes, mr, nr, threads, b_slices)
     ws = cache.get(key)
     if ws is None:
-        # Keep one workspace per (Python thread, dtype): memory stays bounded.
-        for old in [k for k in cache if k[0] == key[0]]:
+        # Keep one workspace per (Python thread, dtype, shared or private B slices):
+        # memory stays bounded, and products of stacks on threads do not evict
+        # the buffers of other parallel products.
+        for old in [k for k in cache if k[0] == key[0] and k[-1] == b_slices]:
             del cache[old]
         ws = cache[key] = Workspace(
             abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
-            bbuf=aligned_empty(sizes.kc * sizes.nc, dtype),
+            bbuf=aligned_empty(b_slices * sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
             counter=aligned_empty(threads * COUNTER_STRIDE, np.int64),
             sums=aligned_empty(threads * STREAM_SIZE, dtype),

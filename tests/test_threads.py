@@ -20,6 +20,7 @@ THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 def always_parallel(monkeypatch):
     """Let even small products take the parallel driver."""
     monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
     monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
 
 
@@ -85,6 +86,55 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
     for row, i in zip(rows, (0, shallow.mc, m - 1)):
         np.testing.assert_array_equal(row, results[0][i])
     assert_close(results[0], 0.75, a, b)
+
+
+def stack_operands(rng, kernel, dtype, tiny_blocks, case, count):
+    """(a, b) stacks whose products take the path ``case`` names."""
+    mr, nr = kernel.mr(), kernel.nr(dtype)
+    kc = tiny_blocks.kc
+    if case == "resident":  # tiny products, B in registers
+        return random_matrix(rng, (count, 16, kc - 1), dtype), random_matrix(rng, (count, kc - 1, 16), dtype)
+    if case == "few_rows":  # unpacked, several KC blocks
+        return random_matrix(rng, (count, 4, 2 * kc + 1), dtype), random_matrix(rng, (count, 2 * kc + 1, 3 * nr + 1), dtype)
+    if case == "few_rows_transposed_b":
+        b = random_matrix(rng, (count, 3 * nr + 1, 2 * kc + 1), dtype).transpose(0, 2, 1)
+        return random_matrix(rng, (count, 4, 2 * kc + 1), dtype), b
+    m, n, k = 2 * tiny_blocks.mc + 35, 2 * tiny_blocks.nc + 3, 2 * kc + 1  # blocked: MC, NC and KC edges
+    a = random_matrix(rng, (count, m, k), dtype)
+    if case == "blocked_shared_b":  # a broadcast B: every product reads the same matrix
+        return a, random_matrix(rng, (1, k, n), dtype)
+    return a, random_matrix(rng, (count, k, n), dtype)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 7, 40])
+@pytest.mark.parametrize("case", ["resident", "few_rows", "few_rows_transposed_b", "blocked", "blocked_shared_b"])
+def test_stacks_on_threads_give_the_bits_of_lone_products(kernel, dtype, tiny_blocks, always_parallel, monkeypatch,
+                                                           case, count):
+    """A stack's products shared out between workers, or each on all of them, come out
+    bitwise as lone products on one thread, whatever the thread count."""
+    ran = set()
+    for name in ("_run_batch_tasks", "_run_batch_each_parallel"):
+        original = getattr(plan, name)
+        monkeypatch.setattr(plan, name, lambda *args, _name=name, _run=original: (ran.add(_name), _run(*args)))
+    a, b = stack_operands(np.random.default_rng(count), kernel, dtype, tiny_blocks, case, count)
+    results = []
+    for workers in THREAD_COUNTS:
+        with smallgemm.num_threads(workers):
+            results.append(smallgemm.matmul(a, b))
+    with smallgemm.num_threads(1):
+        lone = [smallgemm.matmul(a[t], b[t % b.shape[0]]) for t in range(count)]
+    for r in results:
+        for t in range(count):
+            np.testing.assert_array_equal(r[t], lone[t])
+    assert_close(results[0], 1.0, a, b)
+    # A stack of one is a lone product; blocked products too few to share out evenly
+    # each use all the workers (2, 3 or 7 on some of 2, 3, 4, 8 workers); the others are shared out.
+    if count == 1:
+        assert not ran
+    elif case.startswith("blocked"):
+        assert ran == ({"_run_batch_tasks", "_run_batch_each_parallel"} if count < 8 else {"_run_batch_tasks"})
+    else:
+        assert ran == {"_run_batch_tasks"}
 
 
 def run_logged(kernel, dtype, m, n, k, workers, seed):
@@ -201,7 +251,8 @@ def test_concurrent_calls_from_python_threads(always_parallel):
     for i in range(8):
         dtype = np.float32 if i % 2 else np.float64
         m, n, k = 30 + 7 * i, 50 + 5 * i, 40 + 3 * i
-        problems.append((random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)))
+        stack = (i % 4 + 1,) if i >= 4 else ()  # stacks of 1-4 products: shared out or each on all workers
+        problems.append((random_matrix(rng, stack + (m, k), dtype), random_matrix(rng, stack + (k, n), dtype)))
     expected = [smallgemm.matmul(a, b) for a, b in problems]
     failures = []
 
@@ -229,15 +280,18 @@ def test_concurrent_calls_from_python_threads(always_parallel):
 CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
 from smallgemm import plan
-plan.PARALLEL_MIN_VOLUME = 0
+plan.PARALLEL_MIN_VOLUME = plan.PARALLEL_MIN_STACK_VOLUME = 0
 rng = np.random.default_rng(0)
-a = rng.standard_normal((150, 90)); b = rng.standard_normal((90, 120))
-want = a @ b
+a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
+a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])
+want, want4 = a @ b, a4 @ b4
 bad = []
 def work():
     for _ in range(20):
-        if not np.allclose(smallgemm.matmul(a, b), want):
-            bad.append(1)
+        # One product; stacks of 3 and 4 (on 2 workers: each product on both, products shared out).
+        for x, y, z in ((a[0], b[0], want[0]), (a, b, want), (a4, b4, want4)):
+            if not np.allclose(smallgemm.matmul(x, y), z):
+                bad.append(1)
 threads = [threading.Thread(target=work) for _ in range(6)]
 [t.start() for t in threads]; [t.join() for t in threads]
 print(numba.threading_layer(), len(bad))
