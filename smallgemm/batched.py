@@ -12,7 +12,7 @@ neither changes a sum.
 from numba import njit, prange
 
 from .driver import gemm_serial
-from .parallel import NO_LOG, claim, gemm_parallel, reset_counters
+from .parallel import claim, gemm_parallel, reset_counters
 from .simd import address, advance, tile_cols, tile_rows
 from .unpacked import STREAM_SIZE, gemm_unpacked_stack
 
@@ -90,11 +90,12 @@ def batch_tasks_entry(
 @njit(cache=True)
 def batch_each_parallel_entry(
     shape, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch,
-    counter,
+    counter, log_b, log_rows,
 ):
     """The blocked products of a stack one after the other, each on all ``workers`` workers
     (the parallel driver's row-block tasks): for fewer large products than the workers
-    could share out evenly."""
+    could share out evenly.  ``log_*``: empty (as ``parallel.parallel_entry`` gets them,
+    so that the parallel driver compiled for it serves here too)."""
     size = a.itemsize
     m, k = a.shape
     n = b.shape[1]
@@ -104,6 +105,6 @@ def batch_each_parallel_entry(
             advance(address(a), offsets_a[t]), a.strides[0] // size, a.strides[1] // size,
             advance(address(b), offsets_b[t]), b.strides[0] // size, b.strides[1] // size,
             advance(address(c), offsets_c[t]), c.strides[0] // size, c.strides[1] // size,
-            mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, NO_LOG, NO_LOG,
+            mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
             False,
         )

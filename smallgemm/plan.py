@@ -78,7 +78,7 @@ _BATCH_TASKS = Entry(
 _BATCH_EACH_PARALLEL = Entry(
     batch_each_parallel_entry,
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "int", "int", "int", "int",
-     "int", "buffer", "buffer", "buffer", "counter"),
+     "int", "buffer", "buffer", "buffer", "counter", "log", "log"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
@@ -394,7 +394,7 @@ def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, sizes, worke
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _BATCH_EACH_PARALLEL.get(kernel, dtype)(
         prep.shape, prep.one, prep.zero, a, b, c, *offsets, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers,
-        ws.abuf, ws.bbuf, ws.scratch, ws.counter,
+        ws.abuf, ws.bbuf, ws.scratch, ws.counter, NO_LOG, NO_LOG,
     )
 
 
