@@ -83,8 +83,8 @@ class BlockSizes:
         fetched from the L3 once for each of many short row blocks.  KC becomes the
         depth rounded up to 16 elements, so no sum changes (one KC block either
         way) and the packing buffers, sized from MC x KC, still hold the block.
-        Measured, one thread, ``[4096,k] @ [k,2048]``: k = 512 / 256 float32 6 / 8 %
-        faster, float64 6 / 13 %.
+        Measured (paired), one thread, ``[4096,k] @ [k,2048]``: k = 512 / 256 float32
+        5 / 6 % faster, float64 5.5 / 6-13 %.
         """
         depth = min(self.kc, _round_up(k, 16))
         if depth == self.kc:

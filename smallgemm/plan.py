@@ -20,10 +20,10 @@ from .entry import Entry
 from .kernels import Kernel
 from .parallel import (
     NO_LOG,
+    TASKS_PER_WORKER,
     parallel_entry,
     prepacked_parallel_entry,
     prepacked_rows_parallel,
-    TASKS_PER_WORKER,
     unpacked_parallel_entry,
 )
 from .unpacked import unpacked_entry
@@ -382,7 +382,7 @@ def _each_on_all_workers(count: int, volume: int, unpacked: bool, workers: int) 
 
 def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
     """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
-    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, b_slices=workers)
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, private_b=True)
     _BATCH_TASKS.get(kernel, dtype)(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, *offsets, unpacked,
         sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, ws.counter,

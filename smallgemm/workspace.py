@@ -41,26 +41,26 @@ class Workspace:
 _local = threading.local()
 
 
-def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1, b_slices: int = 1) -> Workspace:
+def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1, private_b: bool = False) -> Workspace:
     """This Python thread's workspace for these block sizes and workers, allocated on first use.
 
-    ``b_slices``: how many B slices (one shared by the workers of a product, or
-    one per worker when each computes products of its own).
+    ``private_b``: one B slice per worker (each computes products of its own)
+    instead of one the workers of a product share.
     """
     cache = getattr(_local, "cache", None)
     if cache is None:
         cache = _local.cache = {}
-    key = (np.dtype(dtype).char, sizes, mr, nr, threads, b_slices)
+    key = (np.dtype(dtype).char, sizes, mr, nr, threads, private_b)
     ws = cache.get(key)
     if ws is None:
         # Keep one workspace per (Python thread, dtype, shared or private B slices):
         # memory stays bounded, and products of stacks on threads do not evict
         # the buffers of other parallel products.
-        for old in [k for k in cache if k[0] == key[0] and k[-1] == b_slices]:
+        for old in [k for k in cache if k[0] == key[0] and k[-1] == private_b]:
             del cache[old]
         ws = cache[key] = Workspace(
             abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
-            bbuf=aligned_empty(b_slices * sizes.kc * sizes.nc, dtype),
+            bbuf=aligned_empty((threads if private_b else 1) * sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
             counter=aligned_empty(threads * COUNTER_STRIDE, np.int64),
             sums=aligned_empty(threads * STREAM_SIZE, dtype),

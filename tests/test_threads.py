@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import blocking, dispatch, plan
+from smallgemm import blocking, dispatch, plan, workspace
 from conftest import random_matrix
 from reference import assert_close
 
@@ -329,3 +329,20 @@ def test_process_pool_workers_default_to_one_thread(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[1, 1]"
+
+
+def test_stack_workspace_holds_a_b_slice_per_worker_beside_the_shared_one(dtype):
+    """Stacks on threads get one B slice per worker; their buffers and those of other parallel
+    products of the same dtype are kept side by side (neither evicts the other)."""
+    kernel = dispatch.current()
+    sizes = plan.block_sizes(kernel, dtype)
+    mr, nr = kernel.mr(), kernel.nr(dtype)
+    shared = workspace.get(dtype, sizes, mr, nr, 3)
+    private = workspace.get(dtype, sizes, mr, nr, 3, private_b=True)
+    assert shared.bbuf.size == sizes.kc * sizes.nc and private.bbuf.size == 3 * sizes.kc * sizes.nc
+    assert private.abuf.size == shared.abuf.size == 3 * sizes.mc * sizes.kc
+    assert workspace.get(dtype, sizes, mr, nr, 3) is shared
+    assert workspace.get(dtype, sizes, mr, nr, 3, private_b=True) is private
+    # Another worker count replaces the buffers of the same kind only.
+    assert workspace.get(dtype, sizes, mr, nr, 2, private_b=True).bbuf.size == 2 * sizes.kc * sizes.nc
+    assert workspace.get(dtype, sizes, mr, nr, 3) is shared
