@@ -15,6 +15,11 @@ def test_batched_small(product, operand):
     product("batched", "1000x16x16 @ 1000x16x16", operand(1000, 16, 16), operand(1000, 16, 16))
 
 
+def test_batched_medium(product, operand):
+    """A stack of attention-sized products: shared out between the threads, one product per task."""
+    product("batched", "8x512x512 @ 8x512x512", operand(8, 512, 512), operand(8, 512, 512))
+
+
 def test_a_transposed(product, operand):
     product("transposed", "a.T @ b 1024", operand(1024, 1024).T, operand(1024, 1024))
 
