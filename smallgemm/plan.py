@@ -185,7 +185,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
-        "batched", "one", "zero", "shared_rows", "version",
+        "batched", "one", "zero", "shared_rows", "version", "kernel", "dtype",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -203,11 +203,13 @@ class _Prepared:
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
+        self.kernel, self.dtype = kernel, dtype
 
 
 class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
+        self.last: _Prepared | None = None  # the state used last: small calls find it first
 
 
 _local = _PerThread()
@@ -215,11 +217,16 @@ _local = _PerThread()
 
 def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
-    cache = _local.cache
+    local = _local
+    prep = local.last
+    if prep is not None and prep.kernel is kernel and prep.dtype is dtype and prep.version == _version:
+        return prep
+    cache = local.cache
     key = (kernel.name, dtype.char)
     prep = cache.get(key)
     if prep is None or prep.version != _version:
         prep = cache[key] = _Prepared(kernel, dtype, _version)
+    local.last = prep
     return prep
 
 
