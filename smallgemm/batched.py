@@ -12,7 +12,7 @@ neither changes a sum.
 from numba import njit, prange
 
 from .driver import gemm_serial
-from .parallel import claim, gemm_parallel, reset_counters
+from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .simd import address, advance, tile_cols, tile_rows
 from .unpacked import STREAM_SIZE, gemm_unpacked_stack
 
@@ -89,22 +89,31 @@ def batch_tasks_entry(
 
 @njit(cache=True)
 def batch_each_parallel_entry(
-    shape, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch,
-    counter, log_b, log_rows,
+    shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
+    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, sums, partial, counter, log_b, log_rows,
 ):
-    """The blocked products of a stack one after the other, each on all ``workers`` workers
-    (the parallel driver's row-block tasks): for fewer large products than the workers
-    could share out evenly.  ``log_*``: empty (as ``parallel.parallel_entry`` gets them,
-    so that the parallel driver compiled for it serves here too)."""
+    """The products of a stack one after the other, each on all ``workers`` workers (the
+    parallel drivers a lone product takes): for fewer large products than the workers
+    could share out evenly.  ``partial``: split-K room for one product; ``log_*``: empty
+    (as ``parallel.parallel_entry`` gets them, so the driver compiled for it serves here)."""
     size = a.itemsize
     m, k = a.shape
     n = b.shape[1]
+    rs_a, cs_a = a.strides[0] // size, a.strides[1] // size
+    rs_b, cs_b = b.strides[0] // size, b.strides[1] // size
+    rs_c, cs_c = c.strides[0] // size, c.strides[1] // size
     for t in range(offsets_c.shape[0]):
-        gemm_parallel(
-            shape, m, n, k, alpha, beta,
-            advance(address(a), offsets_a[t]), a.strides[0] // size, a.strides[1] // size,
-            advance(address(b), offsets_b[t]), b.strides[0] // size, b.strides[1] // size,
-            advance(address(c), offsets_c[t]), c.strides[0] // size, c.strides[1] // size,
-            mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
-            False,
-        )
+        pa = advance(address(a), offsets_a[t])
+        pb = advance(address(b), offsets_b[t])
+        pc = advance(address(c), offsets_c[t])
+        if unpacked:
+            unpacked_parallel_product(
+                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, pa, rs_a, cs_a, pb, rs_b, cs_b,
+                pc, rs_c, cs_c, kc, workers, address(scratch), address(sums), partial, counter,
+            )
+        else:
+            gemm_parallel(
+                shape, m, n, k, alpha, beta, pa, rs_a, cs_a, pb, rs_b, cs_b, pc, rs_c, cs_c,
+                mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter,
+                log_b, log_rows, False,
+            )

@@ -369,14 +369,26 @@ def unpacked_parallel_entry(
     size = a.itemsize
     m, k = a.shape
     n = b.shape[1]
-    args = (
-        m, n, k, alpha, beta, one, zero,
+    unpacked_parallel_product(
+        shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero,
         address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
         counter,
     )
-    choice = tile_choice(shape, narrow, resident, m, n, k, kc, address(a))
-    if b.strides[1] != size:  # B transposed: the few-rows tile, as gemm_unpacked
+
+
+@njit(cache=True)
+def unpacked_parallel_product(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    kc, workers, scratch, sums, partial, counter,
+):
+    """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
+    args = (
+        m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers, scratch, sums,
+        partial, counter,
+    )
+    choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
+    if cs_b != 1:  # B transposed: the few-rows tile, as gemm_unpacked
         unpacked_parallel(few, *args)
     elif choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads
         unpacked_parallel(narrow, *args)

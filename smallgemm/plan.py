@@ -77,8 +77,9 @@ _BATCH_TASKS = Entry(
 )
 _BATCH_EACH_PARALLEL = Entry(
     batch_each_parallel_entry,
-    ("shape", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "int", "int", "int", "int",
-     "int", "buffer", "buffer", "buffer", "counter", "log", "log"),
+    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out",
+     "offsets", "offsets", "offsets", "bool", "int", "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer",
+     "buffer", "counter", "log", "log"),
 )
 # Below this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves; measured in docs/design.md.
@@ -324,13 +325,22 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     m, k = a.shape
     n = b.shape[1]
     kc = prep.sizes.kc
-    k_blocks = -(-k // kc)
-    partial_size = k_blocks * m * n if 1 < k_blocks and k_blocks * m * n <= SPLIT_K_MAX_ELEMENTS else 0
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _UNPACKED_PARALLEL.get(kernel, dtype)(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
-        a, b, c, kc, workers, ws.scratch, ws.sums, np.empty(partial_size, dtype), ws.counter,
+        a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(m, n, k, kc, dtype), ws.counter,
     )
+
+
+# An empty split-K buffer per dtype char, for calls that have none to give.
+_NO_PARTIAL = {"f": np.empty(0, np.float32), "d": np.empty(0, np.float64)}
+
+
+def _split_k_room(m: int, n: int, k: int, kc: int, dtype: np.dtype) -> np.ndarray:
+    """Room for the split-K partial sums of an unpacked product (one slice per KC block),
+    or an empty array when k is one block or the slices would be too large."""
+    k_blocks = -(-k // kc)
+    return np.empty(k_blocks * m * n if 1 < k_blocks and k_blocks * m * n <= SPLIT_K_MAX_ELEMENTS else 0, dtype)
 
 
 def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
@@ -366,8 +376,10 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     workers = threads.get_num_threads()
     if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:
         offsets = (offsets_a, offsets_b, offsets_c)
-        if _each_on_all_workers(count, m * n * k, unpacked, workers):
-            ran = _in_parallel(_run_batch_each_parallel, prep, kernel, dtype, a, b, c, offsets, sizes, workers)
+        if _each_on_all_workers(count, m, n, k, unpacked, workers):
+            ran = _in_parallel(
+                _run_batch_each_parallel, prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers
+            )
         else:
             ran = _in_parallel(
                 _run_batch_tasks, prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, min(workers, count)
@@ -380,11 +392,14 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     )
 
 
-def _each_on_all_workers(count: int, volume: int, unpacked: bool, workers: int) -> bool:
+def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, workers: int) -> bool:
     """Whether a stack's products should each use every worker, one after the other,
-    rather than be shared out whole: for large blocked products too few to share
-    out evenly (two on three workers, three on two)."""
-    return not unpacked and volume >= PARALLEL_MIN_VOLUME and count < TASKS_PER_WORKER * workers and count % workers != 0
+    rather than be shared out whole: for products that would be parallel alone (the
+    thresholds of ``run``) and too few to share out evenly (two on three workers,
+    three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
+    as lone products)."""
+    large = m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and k * n >= PARALLEL_MIN_STREAM)
+    return large and count < TASKS_PER_WORKER * workers and count % workers != 0
 
 
 def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
@@ -396,12 +411,16 @@ def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, wor
     )
 
 
-def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, sizes, workers) -> None:
-    """A stack of blocked products, each in turn on ``workers`` workers (the parallel driver)."""
+def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
+    """A stack's products, each in turn on ``workers`` workers (the parallel driver a lone
+    product takes, with its split-K room when unpacked)."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    partial = _split_k_room(a.shape[0], b.shape[1], a.shape[1], sizes.kc, dtype) if unpacked else _NO_PARTIAL[dtype.char]
+    one, zero = prep.one, prep.zero
     _BATCH_EACH_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.one, prep.zero, a, b, c, *offsets, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers,
-        ws.abuf, ws.bbuf, ws.scratch, ws.counter, NO_LOG, NO_LOG,
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, one, zero, one, zero, a, b, c, *offsets, unpacked,
+        sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, partial,
+        ws.counter, NO_LOG, NO_LOG,
     )
 
 
