@@ -34,18 +34,23 @@ def batch_entry(
     )
 
 
+@njit(cache=True, inline="always")
+def stack_geometry(a, b, c):
+    """(m, n, k, and the row and column strides of A, B and C in elements) of a stack's first product."""
+    size = a.itemsize
+    return (
+        a.shape[0], b.shape[1], a.shape[1], a.strides[0] // size, a.strides[1] // size,
+        b.strides[0] // size, b.strides[1] // size, c.strides[0] // size, c.strides[1] // size,
+    )
+
+
 @njit(cache=True)
 def stack_run(
     shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
     abuf, bbuf, scratch, sums,
 ):
     """The products of a stack (or of a run of it: the ``offsets_*`` given) one after the other."""
-    size = a.itemsize
-    m, k = a.shape
-    n = b.shape[1]
-    rs_a, cs_a = a.strides[0] // size, a.strides[1] // size
-    rs_b, cs_b = b.strides[0] // size, b.strides[1] // size
-    rs_c, cs_c = c.strides[0] // size, c.strides[1] // size
+    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
     pa, pb, pc = address(a), address(b), address(c)
     if unpacked:
         gemm_unpacked_stack(
@@ -96,12 +101,7 @@ def batch_each_parallel_entry(
     parallel drivers a lone product takes): for fewer large products than the workers
     could share out evenly.  ``partial``: split-K room for one product; ``log_*``: empty
     (as ``parallel.parallel_entry`` gets them, so the driver compiled for it serves here)."""
-    size = a.itemsize
-    m, k = a.shape
-    n = b.shape[1]
-    rs_a, cs_a = a.strides[0] // size, a.strides[1] // size
-    rs_b, cs_b = b.strides[0] // size, b.strides[1] // size
-    rs_c, cs_c = c.strides[0] // size, c.strides[1] // size
+    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
     for t in range(offsets_c.shape[0]):
         pa = advance(address(a), offsets_a[t])
         pb = advance(address(b), offsets_b[t])
