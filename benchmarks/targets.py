@@ -166,6 +166,9 @@ def main():
     compare("backward x.T @ g", lambda: smallgemm.matmul(x.T, g), lambda: np.matmul(x.T, g), 2, ">= 1.0")
     a, b = rand(8, 512, 512), rand(8, 512, 512)
     compare("8x512x512 @ 8x512x512 float32 (a stack)", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 2, "")
+    a, b = rand(3, 4, 4096), rand(3, 4096, 4096)  # three few-row products: each on both workers
+    compare("[3,4,4096] @ [3,4096,4096] float32 (a stack)", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 2,
+            "")
     few_rows(header)
 
 

@@ -301,9 +301,9 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     scalar = dtype.type
     ws = prep.workspace
     workers = threads.get_num_threads()
-    parallel = workers > 1 and m * n * k >= PARALLEL_MIN_VOLUME
-    if _use_unpacked(m, n, k, b, prep.narrow_cols):
-        parallel = parallel or (workers > 1 and k * n >= PARALLEL_MIN_STREAM)
+    unpacked = _use_unpacked(m, n, k, b, prep.narrow_cols)
+    parallel = workers > 1 and _worth_threads(m, n, k, unpacked)
+    if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
         prep.unpacked(
@@ -398,8 +398,13 @@ def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, wor
     thresholds of ``run``) and too few to share out evenly (two on three workers,
     three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
     as lone products)."""
-    large = m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and k * n >= PARALLEL_MIN_STREAM)
-    return large and count < TASKS_PER_WORKER * workers and count % workers != 0
+    return _worth_threads(m, n, k, unpacked) and count < TASKS_PER_WORKER * workers and count % workers != 0
+
+
+def _worth_threads(m: int, n: int, k: int, unpacked: bool) -> bool:
+    """Whether one product is worth splitting between threads: enough multiply-adds, or
+    (unpacked, memory-bound) enough of B to stream."""
+    return m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and k * n >= PARALLEL_MIN_STREAM)
 
 
 def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:

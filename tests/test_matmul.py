@@ -201,7 +201,7 @@ def _stack(rng, shape, dtype, layout):
 
 @pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided", "byte_strides"])
 @pytest.mark.parametrize("shape", [(5, 16, 16, 16), (3, 7, 33, 9), (2, 40, 1, 50)], ids=str)
-def test_two_stacks_along_one_batch_axis(dtype, layout, shape):
+def test_two_stacks_along_one_batch_axis(kernel, dtype, layout, shape):
     """``[t, m, k] @ [t, k, n]`` (matmul's shortest way into the batch loop) in any layout:
     each product bitwise as a lone call, all of them against the reference."""
     count, m, k, n = shape
