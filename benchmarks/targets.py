@@ -178,6 +178,10 @@ def few_rows(header):
     w = rand(512, 2048)
     w_t = np.ascontiguousarray(w.T)  # [N, K]: a linear layer's usual layout
     packed_t = smallgemm.pack(w_t, trans=True)
+    v, big = rand(1, 4096), rand(4096, 4096)
+    # A matrix (rows contiguous) times a 1-D vector: row dots.
+    matrix_vector = (("W [2048,512]", w_t, rand(512)), ("W [512,512], in the L2", rand(512, 512), rand(512)),
+                     ("W [4096,4096]", big, rand(4096)))
     for threads in (1, 2):
         for m in (1, 4, 8, 16):
             x = rand(m, 512)
@@ -188,9 +192,10 @@ def few_rows(header):
                     lambda: np.matmul(x, w_t.T), threads, target)
             compare(f"[{m},512] @ pack(W, trans=True)", lambda: smallgemm.matmul(x, packed_t),
                     lambda: np.matmul(x, w_t.T), threads, "")
+        for name, mat, vec in matrix_vector:
+            compare(f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, "")
     from smallgemm.peak import read_bandwidth
 
-    v, big = rand(1, 4096), rand(4096, 4096)
     with smallgemm.num_threads(1):
         timing = bench.time_interleaved([lambda: smallgemm.matmul(v, big)], 20)[0]
     bound = read_bandwidth() * 1e9 / 4 * 2 / 1e9  # two flops per float read

@@ -126,6 +126,33 @@ def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x
 
 
+def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for a matrix and a vector of one float dtype, small enough for one
+    thread, through ``plan.run_vector``; None when that does not apply."""
+    dtype = a.dtype
+    if dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
+        return None
+    size = dtype.itemsize
+    v, mat = (a, b) if a.ndim == 1 else (b, a)
+    k = v.shape[0]
+    if mat.shape[a.ndim - 1] != k:
+        return None
+    if a.ndim == 2:
+        mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
+    length = mat.shape[1]
+    s0, s1 = mat.strides
+    if not 0 < length * k < plan.PARALLEL_MIN_STREAM or v.strides[0] % size or s0 % size or s1 % size:
+        return None
+    c = np.empty(length, dtype)
+    if s0 == size:  # the columns of mat are contiguous: dots of them with v
+        plan.run_vector(v, mat.T, c, True)
+    elif s1 == size:  # its rows: v streams them in order
+        plan.run_vector(v, mat, c, False)
+    else:
+        return None
+    return c
+
+
 def matmul(
     a: ArrayLike, b: ArrayLike | PackedMatrix, out: np.ndarray | None = None
 ) -> np.ndarray | np.generic:
@@ -143,11 +170,19 @@ def matmul(
             k_b, n = b.shape
             size = dtype.itemsize
             sa, sb = a.strides, b.strides
-            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and k * n < plan.PARALLEL_MIN_STREAM and sb[1] == size:
+            # B's rows contiguous, or a matrix and a vector whose dots run along contiguous rows.
+            rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
+            streamed = k * (m if n == 1 else n)
+            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and streamed < plan.PARALLEL_MIN_STREAM and rows:
                 if not (sa[0] % size or sa[1] % size or sb[0] % size):
                     c = np.empty((m, n), dtype)
                     plan.run_small(a, b, c)
                     return c
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim + b.ndim == 3:
+        # A matrix and a vector: no 2-D views, no general path.
+        c = _vector_product(a, b)
+        if c is not None:
+            return c
     if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 3 and b.ndim == 3:
         # Two stacks along one batch axis, not broadcast: the common batched product.
         dtype = a.dtype

@@ -27,13 +27,14 @@ from numba import njit, prange
 
 from .driver import merge_mode, pack_b_task, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from .packing import pack_a
-from .simd import address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_rows
+from .simd import DOT_VECTORS, address, advance, atomic_fetch_add, multiply_add, tile_cols, tile_lanes, tile_rows
 from .unpacked import (
     FEW_TILE,
     GEMV_TILE,
     NARROW_TILE,
     RESIDENT_TILE,
     STREAM_SIZE,
+    dot_rows,
     fetches_ahead,
     stream_tiles,
     tile_choice,
@@ -361,6 +362,30 @@ def unpacked_parallel(
                     c[at] = multiply_add(tile, alpha, partial[block * m * n + i * n + j], c[at])
 
 
+@njit(cache=True, parallel=True)
+def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
+                      sums, counter):
+    """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks as tasks.
+
+    Each worker starts on its own contiguous run of rows (``claim``), so call
+    after call it reads the same rows of the matrix, which its caches may
+    still hold.  Rows are independent sums: the bits are those of one thread.
+    """
+    block_rows = DOT_VECTORS * tile_lanes(rule, mat)
+    blocks = (rows + block_rows - 1) // block_rows
+    tasks = min(blocks, TASKS_PER_WORKER * workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_sums = advance(sums, w * STREAM_SIZE)
+        task, turn = claim(counter, tasks, workers, w, 0)
+        while task >= 0:
+            first = task * blocks // tasks * block_rows
+            end = min((task + 1) * blocks // tasks * block_rows, rows)
+            dot_rows(rule, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm, ldm,
+                     c, c_off + first * cs_c, cs_c, kc, my_sums)
+            task, turn = claim(counter, tasks, workers, w, turn)
+
+
 @njit(cache=True)
 def unpacked_parallel_entry(
     shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial, counter
@@ -387,6 +412,12 @@ def unpacked_parallel_product(
         m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers, scratch, sums,
         partial, counter,
     )
+    if n == 1 and cs_a == 1:  # row dots, as gemm_unpacked: W @ x
+        dot_rows_parallel(gemv, m, k, alpha, beta, b, 0, rs_b, a, 0, rs_a, c, 0, rs_c, kc, workers, sums, counter)
+        return
+    if m == 1 and rs_b == 1 and cs_b != 1:  # and x @ W.T
+        dot_rows_parallel(gemv, n, k, alpha, beta, a, 0, cs_a, b, 0, cs_b, c, 0, cs_c, kc, workers, sums, counter)
+        return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if cs_b != 1:  # B transposed: the few-rows tile, as gemm_unpacked
         unpacked_parallel(few, *args)

@@ -26,7 +26,7 @@ from .parallel import (
     prepacked_rows_parallel,
     unpacked_parallel_entry,
 )
-from .unpacked import unpacked_entry
+from .unpacked import unpacked_entry, vector_entry
 
 _BLOCKED = Entry(
     gemm_entry,
@@ -36,6 +36,7 @@ _UNPACKED = Entry(
     unpacked_entry,
     ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer", "buffer"),
 )
+_VECTOR = Entry(vector_entry, ("gemv", "scalar", "scalar", "vector", "matrix", "out_vector", "int", "buffer", "bool"))
 _PARALLEL = Entry(
     parallel_entry,
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int", "int",
@@ -253,13 +254,16 @@ def _oriented(a, b, c):
     return a, b, c, False
 
 
-def _use_unpacked(m: int, n: int, k: int, b: np.ndarray, narrow_cols: int) -> bool:
+def _use_unpacked(m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int) -> bool:
     """Unpacked when packing B whole costs more than it saves.
 
     With B's rows contiguous: small products, few rows, or n within the narrow
     tile (a packed tile would mostly compute padding).  With B's columns
     contiguous (``x @ W.T``): few rows, B packed on the fly a strip at a time.
+    A matrix with contiguous rows times one column (``W @ x``): row dots.
     """
+    if n == 1 and a.strides[1] == a.itemsize:
+        return True
     if b.strides[1] == b.itemsize:
         return m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX or n <= narrow_cols
     return m <= FEW_ROWS_MAX and b.strides[0] == b.itemsize
@@ -301,7 +305,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     scalar = dtype.type
     ws = prep.workspace
     workers = threads.get_num_threads()
-    unpacked = _use_unpacked(m, n, k, b, prep.narrow_cols)
+    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
     parallel = workers > 1 and _worth_threads(m, n, k, unpacked)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
@@ -370,7 +374,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
     ws = prep.workspace
-    unpacked = _use_unpacked(m, n, k, b, prep.narrow_cols)
+    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
     sizes = prep.sizes if unpacked else prep.sizes.for_depth(k, kernel.mr())
     count = offsets_c.shape[0]
     workers = threads.get_num_threads()
@@ -403,8 +407,9 @@ def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, wor
 
 def _worth_threads(m: int, n: int, k: int, unpacked: bool) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
-    (unpacked, memory-bound) enough of B to stream."""
-    return m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and k * n >= PARALLEL_MIN_STREAM)
+    (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
+    streamed = k * (m if n == 1 else n)
+    return m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and streamed >= PARALLEL_MIN_STREAM)
 
 
 def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
@@ -432,14 +437,25 @@ def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, si
 def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """C = A.B on the unpacked path, for callers that checked it applies.
 
-    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, k*n < PARALLEL_MIN_STREAM, unit-stride rows of
-    B and C; the cheapest way in (matmul's small-matrix path).
+    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, less than PARALLEL_MIN_STREAM elements streamed
+    (B, or A when n == 1), unit-stride rows of C and of B (or of B's columns when m == 1, of A's rows when
+    n == 1); the cheapest way in (matmul's small-matrix path).
     """
     prep = prepared(dispatch.current(), c.dtype)
     ws = prep.workspace
     prep.unpacked(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc,
         ws.scratch, ws.sums,
+    )
+
+
+def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:
+    """c = mat @ v (``rows_of_mat``) or c = v @ mat on one thread, for callers that
+    checked it applies: 1-D v and c, one dtype, mat's rows contiguous, m, n, k >= 1.
+    matmul's way in for a matrix and a vector, with none of the 2-D views."""
+    prep = prepared(dispatch.current(), c.dtype)
+    _VECTOR.get(prep.kernel, c.dtype)(
+        prep.gemv, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat
     )
 
 

@@ -915,6 +915,139 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
     return types.void(shape, src, src_off, cs, dst, dst_off), codegen
 
 
+# --- row dots: a matrix with contiguous rows times one vector ------------------
+
+# Vectors of sums a dot block holds (``dot_zero``); each holds LANES rows'.
+DOT_VECTORS = 1
+# Bytes ahead of each row's reads that ``dot_steps`` requests it.
+DOT_AHEAD_BYTES = 512
+
+
+class DotType(_RegisterBlock):
+    """Running sums of DOT_VECTORS x LANES rows of a matrix times a vector, in registers."""
+
+    label = "Dot"
+
+    def vector_count(self) -> int:
+        return DOT_VECTORS
+
+
+register_model(DotType)(_RegisterBlockModel)
+
+
+@intrinsic
+def dot_zero(typingctx, shape, ptr):
+    """A dot block of zeros for the shape's vectors and the dtype of ``ptr``."""
+    found = _tile_args(shape, ptr)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), DOT_VECTORS), None)
+
+    return DotType(s, dtype)(shape, ptr), codegen
+
+
+@intrinsic
+def dot_store(typingctx, block, buf):
+    """Store a dot block's sums, row after row, into buf[0 : DOT_VECTORS*LANES]."""
+    if not isinstance(block, DotType) or _float_pointer(buf) != block.dtype:
+        return None
+    s, dtype = block.shape, block.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, bp = args
+        vec = _vector_type(s, dtype)
+        for g in range(DOT_VECTORS):
+            builder.store(builder.extract_value(acc, g), _vector_ptr(builder, bp, ir.Constant(_I64, g * vec.count), vec), align=1)
+        return context.get_dummy_value()
+
+    return types.void(block, buf), codegen
+
+
+def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live):
+    """The body of ``dot_steps`` / ``dot_tail``: ``live`` None for LANES whole steps."""
+    vec = _vector_type(s, dtype)
+    lanes = vec.count
+    fma = _declare_fma(builder.module, s.fused, vec)
+    mask = None if live is None else _lane_mask(builder, live, 0, lanes)
+    last = builder.sub(rows, ir.Constant(_I64, 1))
+    steps = []  # (x splat, whether step p is taken: None when always)
+    for p in range(lanes):
+        step = ir.Constant(_I64, p)
+        taken = None if live is None else builder.icmp_signed("<", step, live)
+        at = step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))  # v past live_k unread
+        x = builder.load(builder.gep(vp, [builder.add(voff, builder.mul(at, vstride))]))
+        steps.append((_splat(builder, x, vec), taken))
+    for g in range(DOT_VECTORS):
+        loaded = []
+        for r in range(lanes):
+            row = ir.Constant(_I64, g * lanes + r)
+            row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+            off = builder.add(moff, builder.mul(row, ld))
+            if mask is None:
+                if DOT_AHEAD_BYTES:
+                    _prefetch(builder, builder.gep(mp, [off]), DOT_AHEAD_BYTES, _READ)
+                loaded.append(builder.load(_vector_ptr(builder, mp, off, vec), align=1))
+            else:
+                loaded.append(_masked_load(builder, mp, off, vec, mask))
+        columns = _transpose(builder, loaded, lanes)
+        sums = builder.extract_value(acc, g)
+        for p, (x, taken) in enumerate(steps):
+            step = builder.call(fma, [x, columns[p], sums])
+            sums = step if taken is None else builder.select(taken, step, sums)
+        acc = builder.insert_value(acc, sums, g)
+    return acc
+
+
+def _dot_args(block, v, mat):
+    """(TileShape, dtype) when the arguments suit a dot block's update, else None."""
+    if not isinstance(block, DotType) or _float_pointer(v) != block.dtype or mat != v:
+        return None
+    return block.shape, block.dtype
+
+
+@intrinsic
+def dot_steps(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows):
+    """block[r] + sum over p < LANES of v[v_off + p*v_stride] * mat[m_off + r*ldm + p], k increasing.
+
+    LANES k steps of the dot products of rows r of ``mat`` (contiguous along
+    k) with the vector ``v``: each row's LANES elements are one vector load, a
+    LANES x LANES block of rows is transposed in registers, and lane r of a
+    vector then takes row r's FMA chain in increasing k: the chain every
+    other path gives an element of C.  Rows at or past ``live_rows`` re-read
+    the last live row (their sums are never used).  Each row's line
+    DOT_AHEAD_BYTES ahead is requested.
+    """
+    found = _dot_args(block, v, mat)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        acc, vp, voff, vstride, mp, moff, ld, rows = args
+        return _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, None)
+
+    return block(block, v, v_off, v_stride, mat, m_off, ldm, live_rows), codegen
+
+
+@intrinsic
+def dot_tail(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows, live_k):
+    """``dot_steps`` for the last ``live_k`` < LANES steps of the rows: masked
+    loads (nothing past a row's end is read) and the steps past it skipped."""
+    found = _dot_args(block, v, mat)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        acc, vp, voff, vstride, mp, moff, ld, rows, live = args
+        return _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live)
+
+    return block(block, v, v_off, v_stride, mat, m_off, ldm, live_rows, live_k), codegen
+
+
 @intrinsic
 def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
     """dst[dst_off : +LANES] = x * src[src_off : +LANES] + dst[...], one vector, the shape's rule.

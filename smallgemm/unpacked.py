@@ -22,10 +22,15 @@ from .kernels.microkernel import (
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
+    DOT_VECTORS,
     OVERWRITE,
     address,
     advance,
     axpy_vector,
+    dot_steps,
+    dot_store,
+    dot_tail,
+    dot_zero,
     line_elements,
     multiply_add,
     prefetch_read,
@@ -121,6 +126,45 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                     c[at] = multiply_add(rule, alpha, row[j], c[at])
                 else:
                     c[at] = multiply_add(rule, alpha, row[j], beta * c[at])
+
+
+@njit(cache=True)
+def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
+    """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
+
+    A matrix times a vector where the matrix's rows are contiguous along k:
+    ``x @ W.T`` (one row of A, W stored [N, K]: the rows are W's) and ``W @ x``
+    (one column of B: the rows are A's).  Each row is read once, front to
+    back, DOT_VECTORS x LANES rows at a time (``dot_steps``), as a stream the
+    prefetchers follow; a tile walking down B's columns instead reads one
+    element per row a whole row apart.  Each element is still the FMA chain
+    of its KC block in increasing k from zero, merged by the usual rules, so
+    the bits are those of every other path.  ``sums`` holds a block's sums.
+    """
+    lanes = tile_lanes(rule, mat)
+    block_rows = DOT_VECTORS * lanes
+    for r0 in range(0, rows, block_rows):
+        live = min(block_rows, rows - r0)
+        start = m_off + r0 * ldm
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            whole = depth - depth % lanes
+            block = dot_zero(rule, mat)
+            for p in range(pc, pc + whole, lanes):
+                block = dot_steps(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live)
+            if whole < depth:
+                p = pc + whole
+                block = dot_tail(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live, depth - whole)
+            dot_store(block, sums)
+            mode = merge_mode(pc, beta)
+            for r in range(live):
+                at = c_off + (r0 + r) * cs_c
+                if mode == OVERWRITE:
+                    c[at] = alpha * sums[r]
+                elif mode == ACCUMULATE:
+                    c[at] = multiply_add(rule, alpha, sums[r], c[at])
+                else:
+                    c[at] = multiply_add(rule, alpha, sums[r], beta * c[at])
 
 
 # The row stream (``stream_tiles``): rows of B taken this many at a time (then
@@ -302,9 +346,17 @@ def gemm_unpacked(
     """C = alpha*A.B + beta*C without packing the operands whole (requires m, n, k >= 1).
 
     B's rows must be contiguous (``cs_b == 1``), or its columns for few rows
-    (m <= STREAM_ROWS: ``stream_tiles`` packs it on the fly).  ``sums``
-    (STREAM_SIZE elements) holds the partial sums of the streaming paths.
+    (m <= STREAM_ROWS: ``stream_tiles`` packs it on the fly), or n == 1.
+    ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming
+    paths.  A matrix times a vector whose rows are contiguous along k (``W @
+    x``, ``x @ W.T``) takes ``dot_rows``.
     """
+    if n == 1 and cs_a == 1:
+        dot_rows(gemv, m, k, alpha, beta, b, b_off, rs_b, a, a_off, rs_a, c, c_off, rs_c, kc, sums)
+        return
+    if m == 1 and rs_b == 1 and cs_b != 1:
+        dot_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, cs_b, c, c_off, cs_c, kc, sums)
+        return
     if cs_b != 1:
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
                      c, c_off, rs_c, cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
@@ -386,3 +438,16 @@ def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc,
         address(c), 0, c.strides[0] // size, c.strides[1] // size,
         kc, address(scratch), address(sums),
     )
+
+
+@njit(cache=True)
+def vector_entry(gemv, alpha, beta, v, mat, c, kc, sums, rows_of_mat):
+    """Entry from Python for a matrix and a vector (1-D ``v`` and ``c``), ``mat`` with
+    contiguous rows: c = mat @ v (``rows_of_mat``, row dots) or c = v @ mat (GEMV rows)."""
+    size = mat.itemsize
+    if rows_of_mat:
+        dot_rows(gemv, mat.shape[0], mat.shape[1], alpha, beta, address(v), 0, v.strides[0] // size,
+                 address(mat), 0, mat.strides[0] // size, address(c), 0, c.strides[0] // size, kc, address(sums))
+    else:
+        gemv_rows(gemv, mat.shape[1], mat.shape[0], alpha, beta, address(v), 0, v.strides[0] // size,
+                  address(mat), 0, mat.strides[0] // size, address(c), 0, c.strides[0] // size, kc, address(sums))

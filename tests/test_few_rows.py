@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import plan, unpacked
+from smallgemm import blocking, plan, unpacked
 from conftest import random_matrix
 from reference import assert_close
 
@@ -56,6 +56,73 @@ def test_gemv_across_column_chunks(kernel, dtype):
     np.testing.assert_array_equal(got, full[3])
     c = random_matrix(rng, (1, n), dtype)
     assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
+
+
+def dot_forms(rng, rows, k, dtype):
+    """(name, matrix whose rows are contiguous along k, vector): the layouts the row dots read."""
+    yield "contiguous", random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
+    yield "reversed rows", random_matrix(rng, (rows, k), dtype)[::-1], random_matrix(rng, (k,), dtype)
+    yield "padded rows, strided vector", random_matrix(rng, (rows, k + 9), dtype)[:, 3 : 3 + k], \
+        random_matrix(rng, (2 * k,), dtype)[::-2]
+
+
+@pytest.mark.parametrize("rows", [1, 17, 33])
+@pytest.mark.parametrize("k", [1, 16, 37, 70])
+def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, k):
+    """``W @ x`` and ``x @ W.T`` (W's rows contiguous) as row dots: right against the
+    reference, and each element the bits of the same row inside a large packed product,
+    whatever the way in (1-D or 2-D operands), across KC blocks that end mid-vector."""
+    rng = np.random.default_rng(rows * 100 + k)
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
+    try:
+        for name, w, x in dot_forms(rng, rows, k, dtype):
+            packed = smallgemm.matmul(np.stack([x] * 40), w.T)[0]  # 40 rows: the blocked driver
+            assert_close(packed[None, :], 1.0, x[None, :], w.T)
+            ways = {
+                "W @ x": smallgemm.matmul(w, x),
+                "x @ W.T": smallgemm.matmul(x, w.T),
+                "[1,k] @ W.T": smallgemm.matmul(x[None, :], w.T)[0],
+                "W @ [k,1]": smallgemm.matmul(w, x[:, None])[:, 0],
+                "W @ x into out": smallgemm.matmul(w, x, out=np.empty(rows, dtype)),
+            }
+            for way, got in ways.items():
+                np.testing.assert_array_equal(got, packed, err_msg=f"{name}: {way}")
+            c = random_matrix(rng, (rows, 3), dtype)[:, 1:2]  # a strided column of C
+            c[0, 0] = np.nan  # beta == 0 never reads C
+            expected = smallgemm.gemm(1.5, w, x[:, None], beta=0.0, c=c.copy())
+            assert_close(expected, 1.5, w, x[:, None])
+            c = random_matrix(rng, (1, rows), dtype)
+            assert_close(smallgemm.gemm(-0.5, x[None, :], w, beta=2.0, c=c, trans_b=True), -0.5, x[None, :], w.T, 2.0, c)
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
+
+
+def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
+    """The routing: ``W @ x`` with W's rows contiguous is unpacked (row dots) whatever its
+    size, and worth threads when W is large enough to stream, though its multiply-adds
+    are few."""
+    w = np.zeros((4096, 4096), np.float32)
+    x = np.zeros((4096, 1), np.float32)
+    assert plan._use_unpacked(4096, 1, 4096, w, x, 16)
+    assert plan._worth_threads(4096, 1, 4096, True)
+    assert not plan._worth_threads(64, 1, 64, True)
+
+
+@pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
+def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, monkeypatch, form):
+    """Row dots split into runs of row blocks: the bits of one thread on 1, 2, 3 and 8."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # no one-thread way in, whatever the size
+    rng = np.random.default_rng(9)
+    rows, k = 301, 45
+    w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
+    compute = (lambda: smallgemm.matmul(w, x)) if form == "W @ x" else (lambda: smallgemm.matmul(x, w.T))
+    with smallgemm.num_threads(1):
+        expected = compute()
+    assert_close(expected[:, None], 1.0, w, x[:, None])
+    for threads in (2, 3, 8):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(compute(), expected, err_msg=f"{threads} threads")
 
 
 @pytest.mark.parametrize("n", [1, 10, 17, 32])
