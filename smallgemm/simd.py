@@ -923,21 +923,15 @@ DOT_VECTORS = 1
 DOT_AHEAD_BYTES = 512
 
 
-class DotType(_RegisterBlock):
-    """Running sums of DOT_VECTORS x LANES rows of a matrix times a vector, in registers."""
-
-    label = "Dot"
-
-    def vector_count(self) -> int:
-        return DOT_VECTORS
-
-
-register_model(DotType)(_RegisterBlockModel)
+def _dot_shape(shape: TileShape) -> TileShape:
+    """The tile of a dot block: one row of DOT_VECTORS vectors, ``shape``'s width and rule."""
+    return TileShape(rows=1, vectors=DOT_VECTORS, bits=shape.bits, fused=shape.fused)
 
 
 @intrinsic
 def dot_zero(typingctx, shape, ptr):
-    """A dot block of zeros for the shape's vectors and the dtype of ``ptr``."""
+    """A dot block of zeros for the shape's vectors and rule and the dtype of ``ptr``:
+    a one-row tile whose lanes are rows of the matrix (``tile_store`` writes it out)."""
     found = _tile_args(shape, ptr)
     if found is None:
         return None
@@ -946,24 +940,7 @@ def dot_zero(typingctx, shape, ptr):
     def codegen(context, builder, signature, args):
         return ir.Constant(ir.ArrayType(_vector_type(s, dtype), DOT_VECTORS), None)
 
-    return DotType(s, dtype)(shape, ptr), codegen
-
-
-@intrinsic
-def dot_store(typingctx, block, buf):
-    """Store a dot block's sums, row after row, into buf[0 : DOT_VECTORS*LANES]."""
-    if not isinstance(block, DotType) or _float_pointer(buf) != block.dtype:
-        return None
-    s, dtype = block.shape, block.dtype
-
-    def codegen(context, builder, signature, args):
-        acc, bp = args
-        vec = _vector_type(s, dtype)
-        for g in range(DOT_VECTORS):
-            builder.store(builder.extract_value(acc, g), _vector_ptr(builder, bp, ir.Constant(_I64, g * vec.count), vec), align=1)
-        return context.get_dummy_value()
-
-    return types.void(block, buf), codegen
+    return TileType(_dot_shape(s), dtype)(shape, ptr), codegen
 
 
 def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live):
@@ -981,18 +958,17 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
         x = builder.load(builder.gep(vp, [builder.add(voff, builder.mul(at, vstride))]))
         steps.append((_splat(builder, x, vec), taken))
     for g in range(DOT_VECTORS):
-        loaded = []
+        offsets = []
         for r in range(lanes):
             row = ir.Constant(_I64, g * lanes + r)
             row = builder.select(builder.icmp_signed("<", row, rows), row, last)
-            off = builder.add(moff, builder.mul(row, ld))
-            if mask is None:
-                if DOT_AHEAD_BYTES:
-                    _prefetch(builder, builder.gep(mp, [off]), DOT_AHEAD_BYTES, _READ)
-                loaded.append(builder.load(_vector_ptr(builder, mp, off, vec), align=1))
-            else:
-                loaded.append(_masked_load(builder, mp, off, vec, mask))
-        columns = _transpose(builder, loaded, lanes)
+            offsets.append(builder.add(moff, builder.mul(row, ld)))
+            if mask is None and DOT_AHEAD_BYTES:
+                _prefetch(builder, builder.gep(mp, [offsets[-1]]), DOT_AHEAD_BYTES, _READ)
+        if mask is None:
+            columns = _transpose(builder, [builder.load(_vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes)
+        else:
+            columns = _transpose(builder, [_masked_load(builder, mp, o, vec, mask) for o in offsets], lanes)
         sums = builder.extract_value(acc, g)
         for p, (x, taken) in enumerate(steps):
             step = builder.call(fma, [x, columns[p], sums])
@@ -1003,7 +979,9 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
 
 def _dot_args(block, v, mat):
     """(TileShape, dtype) when the arguments suit a dot block's update, else None."""
-    if not isinstance(block, DotType) or _float_pointer(v) != block.dtype or mat != v:
+    if not isinstance(block, TileType) or block.shape != _dot_shape(block.shape):
+        return None
+    if _float_pointer(v) != block.dtype or mat != v:
         return None
     return block.shape, block.dtype
 

@@ -28,7 +28,6 @@ from .simd import (
     advance,
     axpy_vector,
     dot_steps,
-    dot_store,
     dot_tail,
     dot_zero,
     line_elements,
@@ -89,6 +88,20 @@ PREFETCH_AHEAD = 2048
 
 
 @njit(cache=True)
+def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
+    """Merge ``count`` raw sums of one KC block into C's elements ``c_off + j*cs_c``, by
+    the rules of ``tile_write`` (same multiply-adds), so the bits are the tiles'."""
+    for j in range(count):
+        at = c_off + j * cs_c
+        if mode == OVERWRITE:
+            c[at] = alpha * sums[j]
+        elif mode == ACCUMULATE:
+            c[at] = multiply_add(rule, alpha, sums[j], c[at])
+        else:
+            c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
+
+
+@njit(cache=True)
 def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row):
     """One row of C (m == 1): B streamed row after row, in order, as memory delivers it.
 
@@ -117,15 +130,7 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                     axpy_vector(rule, x, b, start + j, row, j)
                 for j in range(whole, width):
                     row[j] = multiply_add(rule, x, b[start + j], row[j])
-            mode = merge_mode(pc, beta)
-            for j in range(width):
-                at = c_off + (j0 + j) * cs_c
-                if mode == OVERWRITE:
-                    c[at] = alpha * row[j]
-                elif mode == ACCUMULATE:
-                    c[at] = multiply_add(rule, alpha, row[j], c[at])
-                else:
-                    c[at] = multiply_add(rule, alpha, row[j], beta * c[at])
+            merge_sums(rule, row, width, c, c_off + j0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
 
 
 @njit(cache=True)
@@ -155,16 +160,8 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
             if whole < depth:
                 p = pc + whole
                 block = dot_tail(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live, depth - whole)
-            dot_store(block, sums)
-            mode = merge_mode(pc, beta)
-            for r in range(live):
-                at = c_off + (r0 + r) * cs_c
-                if mode == OVERWRITE:
-                    c[at] = alpha * sums[r]
-                elif mode == ACCUMULATE:
-                    c[at] = multiply_add(rule, alpha, sums[r], c[at])
-                else:
-                    c[at] = multiply_add(rule, alpha, sums[r], beta * c[at])
+            tile_store(block, sums)
+            merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
 
 
 # The row stream (``stream_tiles``): rows of B taken this many at a time (then
