@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import blocking, plan, unpacked
+from smallgemm import blocking, parallel, plan, unpacked
 from conftest import random_matrix
 from reference import assert_close
 
@@ -351,6 +351,28 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     assert_close(results[0], 1.0, x, w)
+
+
+def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_bits(kernel, dtype, monkeypatch):
+    """One row times a B of GEMV_ROWS_PARALLEL_MIN_BYTES or more (rows contiguous): each
+    worker streams its own columns of every row; the bits are those of one thread, and
+    of the row inside a packed product."""
+    rng = np.random.default_rng(12)
+    k = 130  # a tail past the vectors of every kernel, one KC block
+    n = parallel.GEMV_ROWS_PARALLEL_MIN_BYTES // (k * dtype.itemsize) + 37
+    x = random_matrix(rng, (1, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    with smallgemm.num_threads(1):
+        expected = smallgemm.matmul(x, w)
+    assert_close(expected, 1.0, x, w)
+    assert n * k * dtype.itemsize >= parallel.GEMV_ROWS_PARALLEL_MIN_BYTES
+    for threads in (2, 3, 8):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
+    monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
+    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+    packed = smallgemm.matmul(np.vstack([x, x[:, ::-1]] * 20), w)  # the blocked driver
+    np.testing.assert_array_equal(packed[:1], expected)
 
 
 @pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
