@@ -98,6 +98,26 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
         plan.set_block_sizes(kernel, dtype, None)
 
 
+@pytest.mark.parametrize("count", [2, 3, 7])
+def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, monkeypatch, count):
+    """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:
+    every product the bits of the lone product on one thread."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    rng = np.random.default_rng(count)
+    w = random_matrix(rng, (count, 70, 45), dtype)
+    x = random_matrix(rng, (count, 45, 1), dtype)
+    with smallgemm.num_threads(1):
+        lone = [smallgemm.matmul(w[t], x[t]) for t in range(count)]
+    for t in range(count):
+        assert_close(lone[t], 1.0, w[t], x[t])
+    for threads in (1, 2, 3):
+        with smallgemm.num_threads(threads):
+            got = smallgemm.matmul(w, x)
+        for t in range(count):
+            np.testing.assert_array_equal(got[t], lone[t], err_msg=f"product {t}, {threads} threads")
+
+
 def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     """The routing: ``W @ x`` with W's rows contiguous is unpacked (row dots) whatever its
     size, and worth threads when W is large enough to stream, though its multiply-adds
