@@ -373,6 +373,13 @@ def unpacked_parallel(
                     c[at] = multiply_add(tile, alpha, partial[block * m * n + i * n + j], c[at])
 
 
+@njit(cache=True)
+def even_run(task, tasks, units, unit, limit):
+    """(first, end): the elements of run ``task`` of ``tasks`` runs of whole ``unit``-element
+    units, ``units`` in all, as even as possible; the last ends at ``limit``."""
+    return task * units // tasks * unit, min((task + 1) * units // tasks * unit, limit)
+
+
 @njit(cache=True, parallel=True)
 def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
                       sums, counter):
@@ -390,8 +397,7 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
         my_sums = advance(sums, w * STREAM_SIZE)
         task, turn = claim(counter, tasks, workers, w, 0)
         while task >= 0:
-            first = task * blocks // tasks * block_rows
-            end = min((task + 1) * blocks // tasks * block_rows, rows)
+            first, end = even_run(task, tasks, blocks, block_rows, rows)
             dot_rows(rule, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm, ldm,
                      c, c_off + first * cs_c, cs_c, kc, my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
@@ -428,8 +434,7 @@ def gemv_rows_parallel(rule, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, w
         my_sums = advance(sums, w * STREAM_SIZE)
         task, turn = claim(counter, tasks, workers, w, 0)
         while task >= 0:
-            first = task * vectors // tasks * lanes
-            end = min((task + 1) * vectors // tasks * lanes, n)
+            first, end = even_run(task, tasks, vectors, lanes, n)
             gemv_rows(rule, end - first, k, alpha, beta, a, 0, cs_a, b, first, rs_b, c, first * cs_c, cs_c, kc, my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
 
