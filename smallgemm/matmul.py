@@ -141,7 +141,7 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
     length = mat.shape[1]
     s0, s1 = mat.strides
-    if not 0 < length * k < plan.PARALLEL_MIN_STREAM or v.strides[0] % size or s0 % size or s1 % size:
+    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size or plan.worth_threads(length, 1, k, True):
         return None
     c = np.empty(length, dtype)
     if s0 == size:  # the columns of mat are contiguous: dots of them with v
@@ -170,7 +170,9 @@ def matmul(
             k_b, n = b.shape
             size = dtype.itemsize
             sa, sb = a.strides, b.strides
-            # B's rows contiguous, or a matrix and a vector whose dots run along contiguous rows.
+            # B's rows contiguous, or a matrix and a vector whose dots run along contiguous rows;
+            # not worth threads (plan.worth_threads for an unpacked product, inlined: this path's
+            # whole budget is ~2 us).
             rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
             streamed = k * (m if n == 1 else n)
             if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and streamed < plan.PARALLEL_MIN_STREAM and rows:

@@ -39,6 +39,8 @@ from .simd import (
     tile_rows,
 )
 from .unpacked import (
+    DOTS_OF_A_ROWS,
+    DOTS_OF_B_COLUMNS,
     FEW_TILE,
     GEMV_TILE,
     NARROW_TILE,
@@ -47,6 +49,7 @@ from .unpacked import (
     dot_rows,
     fetches_ahead,
     gemv_rows,
+    row_dots_form,
     stream_tiles,
     tile_choice,
 )
@@ -465,10 +468,11 @@ def unpacked_parallel_product(
         m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers, scratch, sums,
         partial, counter,
     )
-    if n == 1 and cs_a == 1:  # row dots, as gemm_unpacked: W @ x
+    dots = row_dots_form(m, n, cs_a, rs_b, cs_b)  # as gemm_unpacked
+    if dots == DOTS_OF_A_ROWS:
         dot_rows_parallel(gemv, m, k, alpha, beta, b, 0, rs_b, a, 0, rs_a, c, 0, rs_c, kc, workers, sums, counter)
         return
-    if m == 1 and rs_b == 1 and cs_b != 1:  # and x @ W.T
+    if dots == DOTS_OF_B_COLUMNS:
         dot_rows_parallel(gemv, n, k, alpha, beta, a, 0, cs_a, b, 0, cs_b, c, 0, cs_c, kc, workers, sums, counter)
         return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)

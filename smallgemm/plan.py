@@ -187,7 +187,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
-        "batched", "one", "zero", "shared_rows", "version", "kernel", "dtype",
+        "batched", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -202,6 +202,7 @@ class _Prepared:
         self.blocked = _BLOCKED.get(kernel, dtype)
         self.unpacked = _UNPACKED.get(kernel, dtype)
         self.batched = _BATCHED.get(kernel, dtype)
+        self.vector = _VECTOR.get(kernel, dtype)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
@@ -306,7 +307,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     ws = prep.workspace
     workers = threads.get_num_threads()
     unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
-    parallel = workers > 1 and _worth_threads(m, n, k, unpacked)
+    parallel = workers > 1 and worth_threads(m, n, k, unpacked)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
@@ -402,10 +403,10 @@ def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, wor
     thresholds of ``run``) and too few to share out evenly (two on three workers,
     three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
     as lone products)."""
-    return _worth_threads(m, n, k, unpacked) and count < TASKS_PER_WORKER * workers and count % workers != 0
+    return worth_threads(m, n, k, unpacked) and count < TASKS_PER_WORKER * workers and count % workers != 0
 
 
-def _worth_threads(m: int, n: int, k: int, unpacked: bool) -> bool:
+def worth_threads(m: int, n: int, k: int, unpacked: bool) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
     streamed = k * (m if n == 1 else n)
@@ -454,9 +455,7 @@ def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool)
     checked it applies: 1-D v and c, one dtype, mat's rows contiguous, m, n, k >= 1.
     matmul's way in for a matrix and a vector, with none of the 2-D views."""
     prep = prepared(dispatch.current(), c.dtype)
-    _VECTOR.get(prep.kernel, c.dtype)(
-        prep.gemv, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat
-    )
+    prep.vector(prep.gemv, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat)
 
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:

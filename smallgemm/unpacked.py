@@ -44,6 +44,22 @@ from .simd import (
     tile_zero,
 )
 
+# The forms of a product that row dots compute (``row_dots_form``).
+NOT_DOTS, DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS = 0, 1, 2
+
+
+@njit(cache=True)
+def row_dots_form(m, n, cs_a, rs_b, cs_b):
+    """Whether a product is a matrix times a vector along contiguous rows, and which:
+    DOTS_OF_A_ROWS (``W @ x``: one column of B, A's rows contiguous), DOTS_OF_B_COLUMNS
+    (``x @ W.T``: one row of A, B's columns contiguous), or NOT_DOTS."""
+    if n == 1 and cs_a == 1:
+        return DOTS_OF_A_ROWS
+    if m == 1 and rs_b == 1 and cs_b != 1:
+        return DOTS_OF_B_COLUMNS
+    return NOT_DOTS
+
+
 # Up to this many rows the few-rows tile (4 x 64 with AVX-512) beats the main
 # 14 x 32 tile on unpacked operands: measured 1.6x at m = 16, equal at m = 64.
 FEW_TILE_MAX_ROWS = 32
@@ -348,10 +364,11 @@ def gemm_unpacked(
     paths.  A matrix times a vector whose rows are contiguous along k (``W @
     x``, ``x @ W.T``) takes ``dot_rows``.
     """
-    if n == 1 and cs_a == 1:
+    dots = row_dots_form(m, n, cs_a, rs_b, cs_b)
+    if dots == DOTS_OF_A_ROWS:
         dot_rows(gemv, m, k, alpha, beta, b, b_off, rs_b, a, a_off, rs_a, c, c_off, rs_c, kc, sums)
         return
-    if m == 1 and rs_b == 1 and cs_b != 1:
+    if dots == DOTS_OF_B_COLUMNS:
         dot_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, cs_b, c, c_off, cs_c, kc, sums)
         return
     if cs_b != 1:

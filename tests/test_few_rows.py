@@ -125,8 +125,8 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     w = np.zeros((4096, 4096), np.float32)
     x = np.zeros((4096, 1), np.float32)
     assert plan._use_unpacked(4096, 1, 4096, w, x, 16)
-    assert plan._worth_threads(4096, 1, 4096, True)
-    assert not plan._worth_threads(64, 1, 64, True)
+    assert plan.worth_threads(4096, 1, 4096, True)
+    assert not plan.worth_threads(64, 1, 64, True)
 
 
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
