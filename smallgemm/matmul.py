@@ -175,11 +175,13 @@ def matmul(
             # whole budget is ~2 us).
             rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
             streamed = k * (m if n == 1 else n)
-            if k == k_b and 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME and streamed < plan.PARALLEL_MIN_STREAM and rows:
-                if not (sa[0] % size or sa[1] % size or sb[0] % size):
-                    c = np.empty((m, n), dtype)
+            if k == k_b and not (sa[0] % size or sa[1] % size or sb[0] % size or sb[1] % size):
+                c = np.empty((m, n), dtype)
+                if 0 < m * n * k <= plan.unpacked_max_volume(dtype) and streamed < plan.PARALLEL_MIN_STREAM and rows:
                     plan.run_small(a, b, c)
-                    return c
+                else:  # any other 2-D product: straight to the planner (the general way costs ~3 us)
+                    plan.run(1.0, a, b, 0.0, c)
+                return c
     if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim + b.ndim == 3:
         # A matrix and a vector: no 2-D views, no general path.
         c = _vector_product(a, b)

@@ -82,9 +82,16 @@ _BATCH_EACH_PARALLEL = Entry(
      "offsets", "offsets", "offsets", "bool", "int", "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer",
      "buffer", "counter", "log", "log"),
 )
-# Below this many multiply-adds (and with unit-stride B rows) packing costs more
-# than it saves; measured in docs/design.md.
-UNPACKED_MAX_VOLUME = 80 * 80 * 80
+# Up to this many multiply-adds (and with unit-stride B rows) packing costs more
+# than it saves, per element size (float32, float64).  Measured through matmul,
+# one thread, Intel host, unpacked / blocked: float32 96^3 0.84, 112^3 0.93,
+# 120^3 0.88, 128^3 0.97-1.05, 160^3 1.01; float64 96^3 0.92, 112^3 0.92-1.02,
+# 128^3 1.17; wide shapes sooner (float64 64x256x64 1.12).  float32 stays below
+# PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
+# for threads (docs/design.md).
+UNPACKED_MAX_VOLUME = {4: 110 * 110 * 110, 8: 96 * 96 * 96}
+# Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
+DEPTHS_REMEMBERED = 64
 # Below this many multiply-adds a product stays on one thread: starting the
 # workers and the barriers cost more than they give (docs/design.md).
 PARALLEL_MIN_VOLUME = 112 * 112 * 112
@@ -187,7 +194,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
-        "batched", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype",
+        "batched", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -207,6 +214,25 @@ class _Prepared:
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
         self.kernel, self.dtype = kernel, dtype
+        self.depth_sizes: dict[int, blocking.BlockSizes] = {}
+
+    def scalar(self, value: float):
+        """``value`` as the dtype's scalar; 1 and 0 (matmul's alpha and beta) without a new
+        NumPy scalar (~0.2 us each, of a ~1.5 us small call)."""
+        if value == 1.0:
+            return self.one
+        if value == 0.0:
+            return self.zero
+        return self.dtype.type(value)
+
+    def sizes_for_depth(self, k: int) -> blocking.BlockSizes:
+        """``sizes.for_depth(k, MR)``, remembered: building it cost ~1 us of a ~15 us 96^3 product."""
+        sizes = self.depth_sizes.get(k)
+        if sizes is None:
+            if len(self.depth_sizes) >= DEPTHS_REMEMBERED:
+                self.depth_sizes.clear()
+            sizes = self.depth_sizes[k] = self.sizes.for_depth(k, self.kernel.mr())
+        return sizes
 
 
 class _PerThread(threading.local):
@@ -255,6 +281,11 @@ def _oriented(a, b, c):
     return a, b, c, False
 
 
+def unpacked_max_volume(dtype: np.dtype) -> int:
+    """Up to this many multiply-adds a product with B's rows contiguous skips packing."""
+    return UNPACKED_MAX_VOLUME[dtype.itemsize]
+
+
 def _use_unpacked(m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int) -> bool:
     """Unpacked when packing B whole costs more than it saves.
 
@@ -266,7 +297,7 @@ def _use_unpacked(m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_c
     if n == 1 and a.strides[1] == a.itemsize:
         return True
     if b.strides[1] == b.itemsize:
-        return m * n * k <= UNPACKED_MAX_VOLUME or m <= FEW_ROWS_MAX or n <= narrow_cols
+        return m * n * k <= unpacked_max_volume(a.dtype) or m <= FEW_ROWS_MAX or n <= narrow_cols
     return m <= FEW_ROWS_MAX and b.strides[0] == b.itemsize
 
 
@@ -303,7 +334,6 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     dtype = c.dtype
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
-    scalar = dtype.type
     ws = prep.workspace
     workers = threads.get_num_threads()
     unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
@@ -312,15 +342,15 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
         prep.unpacked(
-            prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, scalar(alpha), scalar(beta), a, b, c,
+            prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(alpha), prep.scalar(beta), a, b, c,
             prep.sizes.kc, ws.scratch, ws.sums,
         )
         return
     if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
         return
-    sizes = prep.sizes.for_depth(k, kernel.mr())
+    sizes = prep.sizes_for_depth(k)
     prep.blocked(
-        prep.shape, scalar(alpha), scalar(beta), a, b, c,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )
 
@@ -351,7 +381,7 @@ def _split_k_room(m: int, n: int, k: int, kc: int, dtype: np.dtype) -> np.ndarra
 def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
     """The blocked product on ``workers`` workers (``log_*``: the tests' task-recording hook)."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
-    sizes = prep.sizes.for_depth(a.shape[1], kernel.mr())
+    sizes = prep.sizes_for_depth(a.shape[1])
     _PARALLEL.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
         workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
@@ -376,7 +406,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     prep = prepared(kernel, dtype)
     ws = prep.workspace
     unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
-    sizes = prep.sizes if unpacked else prep.sizes.for_depth(k, kernel.mr())
+    sizes = prep.sizes if unpacked else prep.sizes_for_depth(k)
     count = offsets_c.shape[0]
     workers = threads.get_num_threads()
     if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:
@@ -438,7 +468,7 @@ def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, si
 def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """C = A.B on the unpacked path, for callers that checked it applies.
 
-    Requires one dtype, 1 <= m*n*k <= UNPACKED_MAX_VOLUME, less than PARALLEL_MIN_STREAM elements streamed
+    Requires one dtype, 1 <= m*n*k <= unpacked_max_volume(dtype), less than PARALLEL_MIN_STREAM elements streamed
     (B, or A when n == 1), unit-stride rows of C and of B (or of B's columns when m == 1, of A's rows when
     n == 1); the cheapest way in (matmul's small-matrix path).
     """
@@ -487,7 +517,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
             sizes.nc, sizes.kc, kernel.nr(dtype), ws.scratch,
         )
         return
-    sizes = sizes.for_depth(k, kernel.mr())
+    sizes = prep.sizes_for_depth(k)
     _PREPACKED.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
@@ -506,7 +536,7 @@ def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, worke
             sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
         )
         return
-    sizes = sizes.for_depth(a.shape[1], kernel.mr())
+    sizes = prep.sizes_for_depth(a.shape[1])
     _PREPACKED_PARALLEL.get(kernel, dtype)(
         prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,

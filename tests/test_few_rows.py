@@ -204,7 +204,7 @@ def test_batch_invariance(kernel, dtype, threads, monkeypatch):
             pairs = smallgemm.matmul(x.reshape(150, 2, k), np.broadcast_to(w, (150,) + w.shape))
             np.testing.assert_array_equal(pairs.reshape(big_m, -1), full, err_msg=f"{name} batched loop")
         # The unpacked (small) and blocked drivers agree too.
-        monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+        monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
         monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x[:4], w), full[:4], err_msg=f"{name} blocked")
@@ -390,7 +390,7 @@ def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
     monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
-    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
     packed = smallgemm.matmul(np.vstack([x, x[:, ::-1]] * 20), w)  # the blocked driver
     np.testing.assert_array_equal(packed[:1], expected)
 

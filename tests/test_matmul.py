@@ -5,6 +5,7 @@ import pytest
 
 import smallgemm
 from reference import assert_close
+from smallgemm import plan
 
 SHAPE_PAIRS = [
     ((3, 4), (4, 5)),
@@ -20,6 +21,8 @@ SHAPE_PAIRS = [
     ((3, 2, 5, 4), (4,)),
     ((0, 3, 4), (4, 5)),
     ((3, 0), (0, 5)),
+    ((0, 4), (4, 5)),
+    ((3, 4), (4, 0)),
     ((2, 0, 4), (2, 4, 3)),
     ((40, 33), (33, 70)),
     ((3, 20, 40), (1, 40, 50)),
@@ -170,6 +173,38 @@ class TestOut:
         out = np.zeros(())
         assert smallgemm.matmul(a, a, out=out) is out
         assert out[()] == 14.0
+
+
+def _matrix(rng, shape, dtype, layout):
+    """A ``shape`` matrix in the given memory layout (a view, never a copy of the values)."""
+    rows, cols = shape
+    if layout == "C":
+        return rng.standard_normal(shape).astype(dtype)
+    if layout == "F":
+        return np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+    if layout == "reversed":
+        return rng.standard_normal(shape).astype(dtype)[::-1, ::-1]
+    return rng.standard_normal((2 * rows, cols + 5)).astype(dtype)[::2, 2 : cols + 2]  # strided
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "reversed", "strided"])
+def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dtype, layout, monkeypatch):
+    """2-D products take matmul's direct way in, whatever their size: the same bits as the
+    general way (``out=``) and ``gemm``, and as the other driver, against the reference."""
+    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
+    rng = np.random.default_rng(side)
+    for m, n, k in ((side, side, side), (side + 1, side + 1, side + 1), (3 * side, side, 3)):
+        a, b = _matrix(rng, (m, k), dtype, layout), _matrix(rng, (k, n), dtype, layout)
+        got = smallgemm.matmul(a, b)
+        assert got.shape == (m, n) and got.dtype == dtype and got.flags.c_contiguous
+        assert_close(got, 1.0, a, b)
+        out = np.full((m, n), np.nan, dtype)
+        np.testing.assert_array_equal(smallgemm.matmul(a, b, out=out), got)
+        np.testing.assert_array_equal(smallgemm.gemm(1.0, a, b), got)
+        for limit in (0, m * n * k):  # blocked, then unpacked
+            with monkeypatch.context() as patch:
+                patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: limit, 8: limit})
+                np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"limit {limit}")
 
 
 def test_inputs_not_modified(dtype):

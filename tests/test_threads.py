@@ -21,7 +21,7 @@ def always_parallel(monkeypatch):
     """Let even small products take the parallel driver."""
     monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
     monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
-    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", 0)
+    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
 
 
 def products_by_thread_count(a, b, beta=0.0, c=None):
@@ -55,6 +55,16 @@ def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     assert_close(results[0], 0.75, a, b)
+
+
+def test_prepared_state_remembers_block_sizes_by_depth(kernel, dtype):
+    """``sizes_for_depth`` gives ``BlockSizes.for_depth``, and forgets rather than grows
+    past DEPTHS_REMEMBERED depths."""
+    prep = plan.prepared(kernel, dtype)
+    for k in range(1, 3 * plan.DEPTHS_REMEMBERED):
+        assert prep.sizes_for_depth(k) == prep.sizes.for_depth(k, kernel.mr())
+        assert len(prep.depth_sizes) <= plan.DEPTHS_REMEMBERED
+    assert prep.sizes_for_depth(prep.sizes.kc + 5) == prep.sizes
 
 
 @pytest.mark.parametrize("k", [1, 16, 17, 31])

@@ -48,7 +48,7 @@ def boundary_shapes(candidate: Candidate) -> list[Shape]:
     kernel = kernel_by_name(candidate.kernel)
     mr, nr = kernel.mr(), kernel.nr(candidate.dtype)
     m0, n0, k0 = max(3 * mr, plan.FEW_ROWS_MAX) + 1, 2 * nr + 1, candidate.kc + 1
-    while m0 * n0 * k0 <= plan.UNPACKED_MAX_VOLUME:
+    while m0 * n0 * k0 <= plan.unpacked_max_volume(np.dtype(candidate.dtype)):
         n0 += nr
     around = lambda *sizes: [s + d for s in sizes for d in (-1, 0, 1) if s + d >= 1]  # noqa: E731
     shapes = [(m, n0, k0) for m in around(mr, candidate.mc)]
