@@ -78,7 +78,10 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     path): B is loaded once per product; ``narrow`` (one vector wide) when n
     fits in it: a 16x16 float32 product then computes no padding; ``gemv``
     (1 x 256) for a single row; ``few`` (4 x 64) for a few rows, where the main
-    tile would mostly compute copies of the last row.
+    tile would mostly compute copies of the last row, unless n fits one main
+    tile (half the few tile would then be padding: float32, one thread, main /
+    few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
+    1.26).
     """
     if n <= tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
         return RESIDENT_TILE
@@ -86,7 +89,7 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
         return NARROW_TILE
     if m == 1:
         return GEMV_TILE
-    if m <= FEW_TILE_MAX_ROWS:
+    if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a):
         return FEW_TILE
     return MAIN_TILE
 
