@@ -141,7 +141,7 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
     length = mat.shape[1]
     s0, s1 = mat.strides
-    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size or plan.worth_threads(length, 1, k, True):
+    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size or plan.worth_threads(length, 1, k, True, dtype):
         return None
     c = np.empty(length, dtype)
     if s0 == size:  # the columns of mat are contiguous: dots of them with v
@@ -172,7 +172,7 @@ def matmul(
             sa, sb = a.strides, b.strides
             # B's rows contiguous, or a matrix and a vector whose dots run along contiguous rows;
             # not worth threads (plan.worth_threads for an unpacked product, inlined: this path's
-            # whole budget is ~2 us).
+            # whole budget is ~2 us; the unpacked limit is below the threads' volume).
             rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
             streamed = k * (m if n == 1 else n)
             if k == k_b and not (sa[0] % size or sa[1] % size or sb[0] % size or sb[1] % size):

@@ -86,15 +86,18 @@ _BATCH_EACH_PARALLEL = Entry(
 # than it saves, per element size (float32, float64).  Measured through matmul,
 # one thread, Intel host, unpacked / blocked: float32 96^3 0.84, 112^3 0.93,
 # 120^3 0.88, 128^3 0.97-1.05, 160^3 1.01; float64 96^3 0.92, 112^3 0.92-1.02,
-# 128^3 1.17; wide shapes sooner (float64 64x256x64 1.12).  float32 stays below
+# 128^3 1.17; wide shapes sooner (float64 64x256x64 1.12).  Both stay below
 # PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
 # for threads (docs/design.md).
-UNPACKED_MAX_VOLUME = {4: 110 * 110 * 110, 8: 96 * 96 * 96}
+UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 # Below this many multiply-adds a product stays on one thread: starting the
-# workers and the barriers cost more than they give (docs/design.md).
-PARALLEL_MIN_VOLUME = 112 * 112 * 112
+# workers and the barriers cost more than they give.  Per element size; two
+# threads against one, back to back, Intel host: float32 128^3 0.89-0.96x,
+# 144^3 1.04-1.06x, 192^3 1.28x, 512x64x64 0.80x; float64 112^3 0.98x, 128^3
+# 1.07x, 160^3 1.34x (docs/design.md).
+PARALLEL_MIN_VOLUME = {4: 144 * 144 * 144, 8: 112 * 112 * 112}
 # A stack of products is shared out between threads from this many multiply-adds
 # in all: each worker then takes whole products, with no barrier inside one
 # (2 threads against 1, float32, Intel host: 50x16^3 0.88x, 100x16^3 1.03x,
@@ -337,7 +340,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     ws = prep.workspace
     workers = threads.get_num_threads()
     unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
-    parallel = workers > 1 and worth_threads(m, n, k, unpacked)
+    parallel = workers > 1 and worth_threads(m, n, k, unpacked, dtype)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
@@ -411,7 +414,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     workers = threads.get_num_threads()
     if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:
         offsets = (offsets_a, offsets_b, offsets_c)
-        if _each_on_all_workers(count, m, n, k, unpacked, workers):
+        if _each_on_all_workers(count, m, n, k, unpacked, workers, dtype):
             ran = _in_parallel(
                 _run_batch_each_parallel, prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers
             )
@@ -427,20 +430,25 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     )
 
 
-def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, workers: int) -> bool:
+def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, workers: int, dtype: np.dtype) -> bool:
     """Whether a stack's products should each use every worker, one after the other,
     rather than be shared out whole: for products that would be parallel alone (the
     thresholds of ``run``) and too few to share out evenly (two on three workers,
     three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
     as lone products)."""
-    return worth_threads(m, n, k, unpacked) and count < TASKS_PER_WORKER * workers and count % workers != 0
+    return worth_threads(m, n, k, unpacked, dtype) and count < TASKS_PER_WORKER * workers and count % workers != 0
 
 
-def worth_threads(m: int, n: int, k: int, unpacked: bool) -> bool:
+def parallel_min_volume(dtype: np.dtype) -> int:
+    """From this many multiply-adds a product of ``dtype`` is worth splitting between threads."""
+    return PARALLEL_MIN_VOLUME[dtype.itemsize]
+
+
+def worth_threads(m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
     streamed = k * (m if n == 1 else n)
-    return m * n * k >= PARALLEL_MIN_VOLUME or (unpacked and streamed >= PARALLEL_MIN_STREAM)
+    return m * n * k >= parallel_min_volume(dtype) or (unpacked and streamed >= PARALLEL_MIN_STREAM)
 
 
 def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
@@ -508,7 +516,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     few = m < kernel.mr()
     workers = threads.get_num_threads()
     # The thresholds of unpacked and blocked products: few rows stream B, more rows multiply.
-    parallel = workers > 1 and (k * n >= PARALLEL_MIN_STREAM if few else m * n * k >= PARALLEL_MIN_VOLUME)
+    parallel = workers > 1 and (k * n >= PARALLEL_MIN_STREAM if few else m * n * k >= parallel_min_volume(dtype))
     if parallel and _in_parallel(run_prepacked_parallel, prep, kernel, dtype, alpha, a, packed, beta, c, workers, few):
         return
     if few:

@@ -11,7 +11,7 @@ from reference import assert_close
 
 @pytest.fixture
 def always_parallel(monkeypatch):
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
 
 
 def b_layouts(rng, k, n, dtype):
@@ -125,8 +125,8 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     w = np.zeros((4096, 4096), np.float32)
     x = np.zeros((4096, 1), np.float32)
     assert plan._use_unpacked(4096, 1, 4096, w, x, 16)
-    assert plan.worth_threads(4096, 1, 4096, True)
-    assert not plan.worth_threads(64, 1, 64, True)
+    assert plan.worth_threads(4096, 1, 4096, True, w.dtype)
+    assert not plan.worth_threads(64, 1, 64, True, w.dtype)
 
 
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
@@ -275,7 +275,7 @@ def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
 def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans):
     """Prepacked products on any number of workers (few rows: groups of panels;
     more: row-block tasks) give the bits of the one-thread unpacked operand."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
     monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
     ran = []
     real = plan.run_prepacked_parallel
@@ -352,7 +352,7 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     every worker (it is memory-bound); the bits do not depend on the thread count."""
     rng = np.random.default_rng(m)
     k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
-    assert m * n * k < plan.PARALLEL_MIN_VOLUME
+    assert m * n * k < plan.parallel_min_volume(dtype)
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     parallel_runs = []
@@ -402,7 +402,7 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     worker for a row-major B, three for a transposed one): same bits on 1, 2, 3 and 8 threads."""
     rng = np.random.default_rng(m)
     k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
-    assert m * n * k >= plan.PARALLEL_MIN_VOLUME and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
+    assert plan.worth_threads(m, n, k, True, dtype) and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     results = []

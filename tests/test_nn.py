@@ -176,11 +176,11 @@ OPTIMIZERS = {
 
 
 def train(threads, optimizer, epochs=3, seed=0):
-    """Losses and final weights of a seeded run; batch 128 and width 128 make products big
-    enough (>= plan.PARALLEL_MIN_VOLUME) for smallgemm to split them between threads."""
+    """Losses and final weights of a seeded run; batch 128 and width 256 make products big
+    enough (``plan.parallel_min_volume``) for smallgemm to split them between threads."""
     rng = np.random.default_rng(seed)
     x, y = synthetic_data(rng)
-    model = nn.mlp([16, 128, 128, 3], rng)
+    model = nn.mlp([16, 256, 256, 3], rng)
     opt = OPTIMIZERS[optimizer](model.parameters())
     loss_fn = nn.SoftmaxCrossEntropy()
     losses = []

@@ -19,7 +19,7 @@ THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 @pytest.fixture
 def always_parallel(monkeypatch):
     """Let even small products take the parallel driver."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", 0)
+    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
     monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
     monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
 
@@ -288,7 +288,8 @@ def test_concurrent_calls_from_python_threads(always_parallel):
 CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
 from smallgemm import plan
-plan.PARALLEL_MIN_VOLUME = plan.PARALLEL_MIN_STACK_VOLUME = 0
+plan.PARALLEL_MIN_VOLUME = {4: 0, 8: 0}
+plan.PARALLEL_MIN_STACK_VOLUME = 0
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
 a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])
