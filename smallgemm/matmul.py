@@ -9,6 +9,7 @@ float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -56,7 +57,7 @@ def _fold_rows(x: np.ndarray) -> np.ndarray | None:
     """``x[..., m, k]`` as one ``(batch*m, k)`` view, or None if its strides forbid it."""
     view = x.view()
     try:
-        view.shape = (-1, x.shape[-1])  # raises instead of copying
+        view.shape = (math.prod(x.shape[:-1]), x.shape[-1])  # raises instead of copying
     except AttributeError:
         return None
     return view
@@ -162,25 +163,32 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
-        # Small 2-D products: the least Python between the call and the kernel.
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 and a.ndim >= 2:
+        # A matrix, or a stack of them folded into one (a linear layer), times a matrix: the
+        # least Python between the call and the kernel.
         dtype = a.dtype
-        if dtype is b.dtype and (dtype is _F32 or dtype is _F64):
-            m, k = a.shape
+        rows = a if a.ndim == 2 else _fold_rows(a)
+        if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and rows is not None:
+            m, k = rows.shape
             k_b, n = b.shape
             size = dtype.itemsize
-            sa, sb = a.strides, b.strides
-            # B's rows contiguous, or a matrix and a vector whose dots run along contiguous rows;
-            # not worth threads (plan.worth_threads for an unpacked product, inlined: this path's
-            # whole budget is ~2 us; the unpacked limit is below the threads' volume).
-            rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
-            streamed = k * (m if n == 1 else n)
+            sa, sb = rows.strides, b.strides
             if k == k_b and not (sa[0] % size or sa[1] % size or sb[0] % size or sb[1] % size):
-                c = np.empty((m, n), dtype)
-                if 0 < m * n * k <= plan.unpacked_max_volume(dtype) and streamed < plan.PARALLEL_MIN_STREAM and rows:
-                    plan.run_small(a, b, c)
-                else:  # any other 2-D product: straight to the planner (the general way costs ~3 us)
-                    plan.run(1.0, a, b, 0.0, c)
+                if a.ndim == 2:
+                    c = c_rows = np.empty((m, n), dtype)
+                else:
+                    c = np.empty(a.shape[:-1] + (n,), dtype)
+                    c_rows = c.reshape(m, n)
+                # B's rows contiguous, or a matrix and a vector whose dots run along contiguous
+                # rows; not worth threads (plan.worth_threads for an unpacked product, inlined:
+                # this path's whole budget is ~2 us; the unpacked limit is below the threads'
+                # volume).
+                along_rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
+                streamed = k * (m if n == 1 else n)
+                if 0 < m * n * k <= plan.unpacked_max_volume(dtype) and streamed < plan.PARALLEL_MIN_STREAM and along_rows:
+                    plan.run_small(rows, b, c_rows)
+                else:  # any other product: the planner (the general way costs ~3 us more)
+                    plan.run(1.0, rows, b, 0.0, c_rows)
                 return c
     if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim + b.ndim == 3:
         # A matrix and a vector: no 2-D views, no general path.

@@ -23,6 +23,9 @@ SHAPE_PAIRS = [
     ((3, 0), (0, 5)),
     ((0, 4), (4, 5)),
     ((3, 4), (4, 0)),
+    ((2, 3, 0), (0, 5)),
+    ((2, 3, 4), (4, 0)),
+    ((2, 2, 3, 4), (4, 5)),
     ((2, 0, 4), (2, 4, 3)),
     ((40, 33), (33, 70)),
     ((3, 20, 40), (1, 40, 50)),
@@ -247,4 +250,18 @@ def test_two_stacks_along_one_batch_axis(kernel, dtype, layout, shape):
     assert got.shape == (count, m, n) and got.dtype == dtype and got.flags.c_contiguous
     for t in range(count):
         np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), b[t]))
+    assert_close(got, 1.0, a, b)
+
+
+@pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided", "byte_strides"])
+def test_a_stack_times_one_matrix(kernel, dtype, layout):
+    """``[t, m, k] @ [k, n]`` (a linear layer): folded into one product where the strides
+    allow it, a loop otherwise; every matrix of the result bitwise as a lone product."""
+    rng = np.random.default_rng(9)
+    a = _stack(rng, (4, 37, 20), dtype, layout)
+    b = rng.standard_normal((20, 45)).astype(dtype)
+    got = smallgemm.matmul(a, b)
+    assert got.shape == (4, 37, 45) and got.dtype == dtype and got.flags.c_contiguous
+    for t in range(4):
+        np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), b))
     assert_close(got, 1.0, a, b)
