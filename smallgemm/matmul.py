@@ -163,18 +163,19 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2 and a.ndim >= 2:
+    ndim = a.ndim if type(a) is np.ndarray else 0
+    if out is None and ndim >= 2 and type(b) is np.ndarray and b.ndim == 2:
         # A matrix, or a stack of them folded into one (a linear layer), times a matrix: the
         # least Python between the call and the kernel.
         dtype = a.dtype
-        rows = a if a.ndim == 2 else _fold_rows(a)
+        rows = a if ndim == 2 else _fold_rows(a)
         if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and rows is not None:
             m, k = rows.shape
             k_b, n = b.shape
             size = dtype.itemsize
             sa, sb = rows.strides, b.strides
             if k == k_b and not (sa[0] % size or sa[1] % size or sb[0] % size or sb[1] % size):
-                if a.ndim == 2:
+                if ndim == 2:
                     c = c_rows = np.empty((m, n), dtype)
                 else:
                     c = np.empty(a.shape[:-1] + (n,), dtype)
@@ -185,7 +186,7 @@ def matmul(
                 # volume).
                 along_rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
                 streamed = k * (m if n == 1 else n)
-                if 0 < m * n * k <= plan.unpacked_max_volume(dtype) and streamed < plan.PARALLEL_MIN_STREAM and along_rows:
+                if 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME[size] and streamed < plan.PARALLEL_MIN_STREAM and along_rows:
                     plan.run_small(rows, b, c_rows)
                 else:  # any other product: the planner (the general way costs ~3 us more)
                     plan.run(1.0, rows, b, 0.0, c_rows)
