@@ -31,6 +31,26 @@ def test_few_rows_against_reference(kernel, dtype, m):
         assert_close(smallgemm.matmul(x, w), 1.0, x, w)
 
 
+@pytest.mark.parametrize("m", [2, 13, 17, 32])
+def test_few_rows_within_one_main_tile(kernel, dtype, m, monkeypatch):
+    """Few rows whose output fits one main tile take the main tile, not the few-rows one:
+    right against the reference, and the bits of the blocked driver and of each row alone."""
+    rng = np.random.default_rng(m)
+    narrow, wide = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
+    for n in sorted({narrow + 1, wide - 1, wide}):
+        k = 37
+        x = random_matrix(rng, (m, k), dtype)
+        w = random_matrix(rng, (k, n), dtype)
+        got = smallgemm.matmul(x, w)
+        assert_close(got, 1.0, x, w)
+        for i in (0, m - 1):
+            np.testing.assert_array_equal(smallgemm.matmul(x[i : i + 1], w), got[i : i + 1], err_msg=f"n {n} row {i}")
+        with monkeypatch.context() as patch:
+            patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+            patch.setattr(plan, "FEW_ROWS_MAX", 0)
+            np.testing.assert_array_equal(smallgemm.matmul(x, w), got, err_msg=f"n {n} blocked")
+
+
 def test_gemv_with_vectors(kernel, dtype):
     rng = np.random.default_rng(1)
     w = random_matrix(rng, (300, 200), dtype)

@@ -45,6 +45,27 @@ def test_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, alwa
     assert_close(results[0], 0.75, a, b, -0.5, c)
 
 
+@pytest.mark.parametrize("shape", [(1001, 2, 70), (600, 1, 33), (300, 2, 1100)], ids=str)
+def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_parallel, shape):
+    """A B slice of fewer panels than the tasks wanted is cut into row blocks (``task_split``),
+    not shared as one A block: the same bits on any thread count, against the reference."""
+    from smallgemm.parallel import TASKS_PER_WORKER, task_split
+
+    rng = np.random.default_rng(7)
+    m, panels, k = shape  # B a panel or two wide, the last one an edge
+    n = max(1, panels * kernel.nr(dtype) - 3)
+    sizes = plan.block_sizes(kernel, dtype).for_depth(k, kernel.mr())
+    row_blocks, groups, _ = task_split(m, n, sizes.mc, kernel.mr(), kernel.nr(dtype), 2)
+    assert panels < TASKS_PER_WORKER * 2 and groups == 1 and row_blocks >= TASKS_PER_WORKER * 2
+    a = random_matrix(rng, (m, k), dtype)
+    b = random_matrix(rng, (k, n), dtype)
+    c = random_matrix(rng, (m, n), dtype)
+    results = products_by_thread_count(a, b, beta=-0.5, c=c)
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    assert_close(results[0], 0.75, a, b, -0.5, c)
+
+
 def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     rng = np.random.default_rng(1)
     sizes = plan.block_sizes(kernel, dtype)
