@@ -142,7 +142,9 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
     length = mat.shape[1]
     s0, s1 = mat.strides
-    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size or plan.worth_threads(length, 1, k, True, dtype):
+    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size:
+        return None
+    if plan.worth_threads(length, 1, k, True, dtype):
         return None
     c = np.empty(length, dtype)
     if s0 == size:  # the columns of mat are contiguous: dots of them with v
@@ -186,7 +188,8 @@ def matmul(
                 # volume).
                 along_rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
                 streamed = k * (m if n == 1 else n)
-                if 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME[size] and streamed < plan.PARALLEL_MIN_STREAM and along_rows:
+                small = 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME[size] and streamed < plan.PARALLEL_MIN_STREAM
+                if small and along_rows:
                     plan.run_small(rows, b, c_rows)
                 else:  # any other product: the planner (the general way costs ~3 us more)
                     plan.run(1.0, rows, b, 0.0, c_rows)

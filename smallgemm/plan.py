@@ -365,7 +365,8 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     kc = prep.sizes.kc
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _UNPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, dtype.type(alpha), dtype.type(beta), prep.one, prep.zero,
+        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(alpha), prep.scalar(beta),
+        prep.one, prep.zero,
         a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(m, n, k, kc, dtype), ws.counter,
     )
 
@@ -386,7 +387,7 @@ def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LO
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     sizes = prep.sizes_for_depth(a.shape[1])
     _PARALLEL.get(kernel, dtype)(
-        prep.shape, dtype.type(alpha), dtype.type(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
         workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
     )
 
@@ -521,13 +522,13 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
         return
     if few:
         _PREPACKED_ROWS.get(kernel, dtype)(
-            kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
             sizes.nc, sizes.kc, kernel.nr(dtype), ws.scratch,
         )
         return
     sizes = prep.sizes_for_depth(k)
     _PREPACKED.get(kernel, dtype)(
-        prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
     )
 
@@ -540,12 +541,12 @@ def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, worke
     ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
     if few:
         _PREPACKED_ROWS_PARALLEL.get(kernel, dtype)(
-            kernel.panel_rows(), dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
             sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
         )
         return
     sizes = prep.sizes_for_depth(a.shape[1])
     _PREPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape, dtype.type(alpha), dtype.type(beta), a, packed.data, n, c,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
         sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,
     )
