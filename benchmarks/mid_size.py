@@ -1,0 +1,47 @@
+"""Mid-size and tall-narrow products against NumPy, one and two threads; print Markdown.
+
+    python benchmarks/mid_size.py > mid_size.md
+
+The shapes of the ninth session's survey (docs/performance.md): squares from 32^3
+to 256^3, a linear layer's folded batch, tall products on a narrow B, stacks of
+32x32 products.  Each row times smallgemm and NumPy interleaved in this one
+process (``targets.compare``), without the OpenBLAS forcing variables.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+import smallgemm
+from smallgemm import bench
+from targets import compare, rand
+
+
+def cases(dtype):
+    """(name, a, b) for one dtype."""
+    name = np.dtype(dtype).name
+    for s in (32, 64, 96, 128, 160, 256):
+        yield f"{name} {s}^3", rand(s, s, dtype=dtype), rand(s, s, dtype=dtype)
+    yield f"{name} [8,64,64] @ [64,64]", rand(8, 64, 64, dtype=dtype), rand(64, 64, dtype=dtype)
+    yield f"{name} [1024,64] @ [64,64]", rand(1024, 64, dtype=dtype), rand(64, 64, dtype=dtype)
+    yield f"{name} 32x32x128", rand(32, 128, dtype=dtype), rand(128, 32, dtype=dtype)
+    yield f"{name} stack 100x32x32", rand(100, 32, 32, dtype=dtype), rand(100, 32, 32, dtype=dtype)
+
+
+def main():
+    clean = bench.clean_environment()
+    if clean is not None:
+        sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
+    print("| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n"
+          "|---|---|---|---|---|---|")
+    for threads in (1, 2):
+        for dtype in (np.float32, np.float64):
+            for name, a, b in cases(dtype):
+                compare(name, lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), threads, "")
+
+
+if __name__ == "__main__":
+    main()
