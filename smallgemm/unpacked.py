@@ -22,17 +22,19 @@ from .kernels.microkernel import (
 from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
+    AXPY_ROWS,
     DOT_VECTORS,
     OVERWRITE,
     address,
     advance,
+    axpy_rows,
     axpy_vector,
     dot_steps,
     dot_tail,
     dot_zero,
     line_elements,
     multiply_add,
-    prefetch_read,
+    prefetch_read_l2,
     resident_b,
     resident_depth,
     resident_product,
@@ -97,13 +99,17 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
 # Columns of C accumulated at once by ``gemv_rows`` (its row buffer: 16 KiB of
 # float32, resident in L1 while B streams past).
 GEMV_CHUNK = 4096
-# Elements of B requested ahead of the single-row stream (a few KiB: the
-# hardware prefetcher alone left a 64 MiB B at ~45 % of the read bandwidth,
-# this brings it to ~85 %), rounded up to whole rows of the chunk so that the
-# request is for the columns the chunk reads next: a fixed offset past a row
-# wider than the chunk fetched the other chunk's columns ([1,1024] @
-# [1024,8192] 1.75 -> 1.21 ms, [1,2000] @ [2000,6000] 2.74 -> 1.75 ms).
-PREFETCH_AHEAD = 2048
+# From this many bytes of B (beyond what the L3 keeps between calls), the
+# single-row stream requests B's rows GEMV_FETCH_AHEAD elements ahead (rounded
+# up to whole rows of the chunk, so that the request is for the columns the
+# chunk reads next) into the L2: the hardware prefetchers alone left a 64 MiB
+# B at ~65 % of the read bandwidth.  Requests into the L1 (as first written,
+# 2048 elements ahead) cost the L1 lines the row buffer needs; from the L3, any
+# request costs more than it gives.  Zen 4 host (L1 32 KiB, L2 1 MiB, L3 32
+# MiB), one thread, GB/s of B read, rows of four without / with requests:
+# B 8 MiB 48 / 43, 16 MiB 23 / 31, 32 MiB 17 / 22, 64 MiB 18-19 / 20-23.
+GEMV_FETCH_MIN_BYTES = 16 << 20
+GEMV_FETCH_AHEAD = 16384
 
 
 @njit(cache=True)
@@ -127,25 +133,42 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     For each chunk of columns and each KC block, the chunk's partial sums live in
     ``row`` (L1) and every row of B is read once, contiguously: the read
     bandwidth bound, where a register tile walking down B's columns jumps one
-    row stride per k.  Each element is still the FMA chain of its KC block in
-    increasing k from zero, merged by the usual rules, so the bits are those of
-    every other path.
+    row stride per k.  B's rows are added AXPY_ROWS at a time (``axpy_rows``),
+    so the row buffer is read and written once per AXPY_ROWS rows of B: one row
+    at a time, its traffic evicted B's lines from the L1 (Zen 4, 32 KiB L1,
+    one thread, paired, float32: [1,512] @ [512,2048] 128 -> 94 us,
+    [1,4096] @ [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Each element is still
+    the FMA chain of its KC block in increasing k from zero, merged by the
+    usual rules, so the bits are those of every other path.
     """
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
+    item_bytes = 64 // line_elements(rule, b)
+    fetch = n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
     for j0 in range(0, n, GEMV_CHUNK):
         width = min(GEMV_CHUNK, n - j0)
         whole = width - width % lanes
-        ahead = (PREFETCH_AHEAD + width - 1) // width * rs_b  # the same columns, rows ahead
+        ahead = (GEMV_FETCH_AHEAD + width - 1) // width * rs_b  # the same columns, rows ahead
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
+            grouped = depth - depth % AXPY_ROWS
             for j in range(width):
                 row[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
-            for p in range(depth):
+            for p in range(0, grouped, AXPY_ROWS):
+                x_at = a_off + (pc + p) * cs_a
+                start = b_off + (pc + p) * rs_b + j0
+                for j in range(0, whole, lanes):
+                    if fetch:
+                        for q in range(AXPY_ROWS):
+                            prefetch_read_l2(b, start + q * rs_b + j + ahead)
+                    axpy_rows(rule, a, x_at, cs_a, b, start + j, rs_b, row, j)
+                for j in range(whole, width):
+                    for q in range(AXPY_ROWS):
+                        row[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], row[j])
+            for p in range(grouped, depth):
                 x = a[a_off + (pc + p) * cs_a]
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(0, whole, lanes):
-                    prefetch_read(b, start + j + ahead)
                     axpy_vector(rule, x, b, start + j, row, j)
                 for j in range(whole, width):
                     row[j] = multiply_add(rule, x, b[start + j], row[j])

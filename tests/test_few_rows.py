@@ -78,6 +78,50 @@ def test_gemv_across_column_chunks(kernel, dtype):
     assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
 
 
+def blocked_rows(x, w, monkeypatch):
+    """x @ w on the blocked driver, however few rows x has."""
+    with monkeypatch.context() as patch:
+        patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+        patch.setattr(plan, "FEW_ROWS_MAX", 0)
+        return smallgemm.matmul(x, w)
+
+
+@pytest.mark.parametrize("k", [1, unpacked.AXPY_ROWS - 1, unpacked.AXPY_ROWS, 2 * unpacked.AXPY_ROWS + 3, 61])
+def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch):
+    """One row streams B's rows a group at a time: KC blocks that end inside a group, a
+    depth shorter than a group, edge columns: right, and the blocked driver's bits."""
+    rng = np.random.default_rng(k)
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    n = 3 * lanes + 5
+    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * unpacked.AXPY_ROWS + 1))
+    try:
+        x = random_matrix(rng, (2, k), dtype)
+        for name, w in (("row_major", random_matrix(rng, (k, n), dtype)),
+                        ("padded rows", random_matrix(rng, (k, n + 11), dtype)[:, 4 : 4 + n])):
+            got = smallgemm.matmul(x[:1], w)
+            assert_close(got, 1.0, x[:1], w)
+            np.testing.assert_array_equal(got, blocked_rows(x, w, monkeypatch)[:1], err_msg=name)
+            c = random_matrix(rng, (1, n), dtype)
+            assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
+
+
+def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
+    """A B large enough for the single-row stream to request rows ahead: the same bits."""
+    rng = np.random.default_rng(8)
+    n = 4100
+    k = unpacked.GEMV_FETCH_MIN_BYTES // (n * dtype.itemsize) + 3
+    x = random_matrix(rng, (2, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
+        got = smallgemm.matmul(x[0], w)
+    assert_close(got[None, :], 1.0, x[:1], w)
+    np.testing.assert_array_equal(got, blocked_rows(x, w, monkeypatch)[0])
+    with smallgemm.num_threads(3):
+        np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got)
+
+
 def dot_forms(rng, rows, k, dtype):
     """(name, matrix whose rows are contiguous along k, vector): the layouts the row dots read."""
     yield "contiguous", random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
