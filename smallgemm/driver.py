@@ -13,6 +13,7 @@ The driver knows block sizes, packed buffers and MR/NR; it does not know NumPy
 broadcasting or the ISA (both are decided above it, in ``plan``).
 """
 
+import numpy as np
 from numba import njit
 
 from .kernels import microkernel
@@ -204,12 +205,13 @@ def pack_entry(shape, b, nc, kc, buf):
 @njit(cache=True)
 def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
     """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     size = a.itemsize
     gemm_serial(
         shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
-        address(a), 0, a.strides[0] // size, a.strides[1] // size,
-        address(b), 0, b.strides[0] // size, b.strides[1] // size,
-        address(c), 0, c.strides[0] // size, c.strides[1] // size,
+        address(a), origin, a.strides[0] // size, a.strides[1] // size,
+        address(b), origin, b.strides[0] // size, b.strides[1] // size,
+        address(c), origin, c.strides[0] // size, c.strides[1] // size,
         mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
     )
 

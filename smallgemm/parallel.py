@@ -448,7 +448,8 @@ def gemv_rows_parallel(rule, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, w
         task, turn = claim(counter, tasks, workers, w, 0)
         while task >= 0:
             first, end = even_run(task, tasks, vectors, lanes, n)
-            gemv_rows(rule, end - first, k, alpha, beta, a, 0, cs_a, b, first, rs_b, c, first * cs_c, cs_c, kc, my_sums)
+            gemv_rows(rule, end - first, k, alpha, beta, a, np.intp(0), cs_a, b, first, rs_b, c, first * cs_c, cs_c, kc,
+                      my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
 
 
@@ -474,16 +475,19 @@ def unpacked_parallel_product(
     kc, workers, scratch, sums, partial, counter,
 ):
     """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     args = (
         m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers, scratch, sums,
         partial, counter,
     )
     dots = row_dots_form(m, n, cs_a, rs_b, cs_b)  # as gemm_unpacked
     if dots == DOTS_OF_A_ROWS:
-        dot_rows_parallel(gemv, m, k, alpha, beta, b, 0, rs_b, a, 0, rs_a, c, 0, rs_c, kc, workers, sums, counter)
+        dot_rows_parallel(gemv, m, k, alpha, beta, b, origin, rs_b, a, origin, rs_a, c, origin, rs_c, kc, workers, sums,
+                          counter)
         return
     if dots == DOTS_OF_B_COLUMNS:
-        dot_rows_parallel(gemv, n, k, alpha, beta, a, 0, cs_a, b, 0, cs_b, c, 0, cs_c, kc, workers, sums, counter)
+        dot_rows_parallel(gemv, n, k, alpha, beta, a, origin, cs_a, b, origin, cs_b, c, origin, cs_c, kc, workers, sums,
+                          counter)
         return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if cs_b != 1:  # B transposed: the few-rows tile, as gemm_unpacked

@@ -9,6 +9,7 @@ only) is packed a small panel at a time (``stream_tiles``).  A may have any
 strides.
 """
 
+import numpy as np
 from numba import njit
 
 from .driver import merge_mode
@@ -470,12 +471,13 @@ def unpacked_tiles(
 @njit(cache=True)
 def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc, scratch, sums):
     """Entry from Python: 2-D arrays of one dtype, C not overlapping A or B."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     size = a.itemsize
     gemm_unpacked(
         shape, narrow, few, gemv, resident, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
-        address(a), 0, a.strides[0] // size, a.strides[1] // size,
-        address(b), 0, b.strides[0] // size, b.strides[1] // size,
-        address(c), 0, c.strides[0] // size, c.strides[1] // size,
+        address(a), origin, a.strides[0] // size, a.strides[1] // size,
+        address(b), origin, b.strides[0] // size, b.strides[1] // size,
+        address(c), origin, c.strides[0] // size, c.strides[1] // size,
         kc, address(scratch), address(sums),
     )
 
@@ -484,10 +486,13 @@ def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc,
 def vector_entry(gemv, alpha, beta, v, mat, c, kc, sums, rows_of_mat):
     """Entry from Python for a matrix and a vector (1-D ``v`` and ``c``), ``mat`` with
     contiguous rows: c = mat @ v (``rows_of_mat``, row dots) or c = v @ mat (GEMV rows)."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     size = mat.itemsize
     if rows_of_mat:
-        dot_rows(gemv, mat.shape[0], mat.shape[1], alpha, beta, address(v), 0, v.strides[0] // size,
-                 address(mat), 0, mat.strides[0] // size, address(c), 0, c.strides[0] // size, kc, address(sums))
+        dot_rows(gemv, mat.shape[0], mat.shape[1], alpha, beta, address(v), origin, v.strides[0] // size,
+                 address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
+                 address(sums))
     else:
-        gemv_rows(gemv, mat.shape[1], mat.shape[0], alpha, beta, address(v), 0, v.strides[0] // size,
-                  address(mat), 0, mat.strides[0] // size, address(c), 0, c.strides[0] // size, kc, address(sums))
+        gemv_rows(gemv, mat.shape[1], mat.shape[0], alpha, beta, address(v), origin, v.strides[0] // size,
+                  address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
+                  address(sums))
