@@ -78,7 +78,7 @@ def panels_in_time(
     nr = tile_cols(shape, panel)
     for j0 in range(j_start, j_end, nr):
         live_cols = min(nr, j_end - j0)
-        pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, panel, 0)
+        pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, panel, np.intp(0))
         macro_kernel(
             shape, rows, live_cols, depth, abuf, 0, panel, 0,
             c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
@@ -149,7 +149,7 @@ def gemm_serial(
             if one_block:
                 pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, 0)
                 panels_in_time(
-                    shape, m, 0, cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf,
+                    shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf,
                     c, c_off + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
                 )
                 continue

@@ -319,7 +319,7 @@ def stream_tiles(
                         next_at = b_at + nr * cs_b  # the next strip
                         src, rs_src = b, rs_b
                         if cs_b != 1:
-                            pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, 0)
+                            pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, np.intp(0))
                             src, b_at, rs_src = panel, 0, nr
                         for ir in range(0, height, mr):
                             rows = min(mr, height - ir)
@@ -408,8 +408,10 @@ def gemm_unpacked(
     elif choice == NARROW_TILE:
         unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
-        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 1, c, c_off, rs_c, cs_c, kc, sums,
-                     scratch, False)
+        # cs_b (== 1) and fetch (False) as run-time values, as in the call above: one compiled
+        # stream_tiles for both (literals would compile another).
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetches_ahead(few, a, n, k, cs_b))
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
