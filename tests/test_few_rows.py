@@ -47,10 +47,7 @@ def test_few_rows_within_one_main_tile(kernel, dtype, m, monkeypatch):
         assert_close(got, 1.0, x, w)
         for i in (0, m - 1):
             np.testing.assert_array_equal(smallgemm.matmul(x[i : i + 1], w), got[i : i + 1], err_msg=f"n {n} row {i}")
-        with monkeypatch.context() as patch:
-            patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-            patch.setattr(plan, "FEW_ROWS_MAX", 0)
-            np.testing.assert_array_equal(smallgemm.matmul(x, w), got, err_msg=f"n {n} blocked")
+        np.testing.assert_array_equal(blocked_rows(x, w, monkeypatch), got, err_msg=f"n {n} blocked")
 
 
 def test_gemv_with_vectors(kernel, dtype):
