@@ -102,6 +102,10 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch
             np.testing.assert_array_equal(got, blocked_rows(x, w, monkeypatch)[:1], err_msg=name)
             c = random_matrix(rng, (1, n), dtype)
             assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
+            strided = random_matrix(rng, (1, 2 * k), dtype)[:, ::-2]  # a row of A read with stride -2
+            np.testing.assert_array_equal(smallgemm.matmul(strided, w), blocked_rows(np.vstack([strided] * 2), w,
+                                                                                    monkeypatch)[:1], err_msg=name)
+            assert_close(smallgemm.matmul(strided, w), 1.0, strided, w)
     finally:
         plan.set_block_sizes(kernel, dtype, None)
 
