@@ -122,4 +122,7 @@ def test_microkernel_efficiency_row(capsys, monkeypatch):
     for row in (engine_row, short_row):
         speed, peak, share = (cell.strip().split()[-2] for cell in row.split("|")[2:5])
         assert float(speed) > 0 and float(peak) > 0
-        assert float(share) == pytest.approx(100 * float(speed) / float(peak), abs=0.1)
+        # The row prints each figure to 0.1: allow what that rounding moves the ratio by.
+        speed, peak = float(speed), float(peak)
+        rounding = 100 * 0.05 * (1 / peak + speed / peak**2) + 0.05
+        assert float(share) == pytest.approx(100 * speed / peak, abs=rounding)
