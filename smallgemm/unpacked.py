@@ -366,9 +366,15 @@ def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
         resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
-    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers."""
+    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers.
+
+    Inlined into its callers: in a stack's loop over products, what does not
+    change from one product to the next (B's masks, the row offsets) is then
+    computed once, not once per product (1000 products 16x16x16 float32, one
+    thread, Zen 4 host: 141 -> 112 us; 8x8x8 66 -> 43 us).
+    """
     mr = tile_rows(resident)
     mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
     held = resident_b(resident, b, b_off, rs_b, k, n)
@@ -427,8 +433,8 @@ def gemm_unpacked_stack(
 
     For the resident tile, the tile and the compiled loop for the strides are
     chosen once per stack, not once per product: 300 products 16x16x16 float32
-    (in the L2), one thread, 99-102 -> 89-92 ns each.  With 1000 (3 MiB, from
-    the L3) both this and NumPy take ~110 ns a product.
+    (in the L2), one thread, Intel host, 99-102 -> 89-92 ns each; the loop over
+    products holds ``resident_loop`` inlined.
     """
     count = offsets_c.shape[0]
     if cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, a) == RESIDENT_TILE:
