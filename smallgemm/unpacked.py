@@ -84,7 +84,11 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     tile would mostly compute copies of the last row, unless n fits one main
     tile (half the few tile would then be padding: float32, one thread, main /
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
-    1.26).
+    1.26).  Then ``narrow`` again where the main tile's padding rows cost a
+    third more FMAs than the narrow tile's extra column strips: 16 rows on a
+    14-row main tile compute 28 (Zen 4 host, one thread, float64 300 products
+    16x16x16 144 -> 127 us, float32 200 products 16x32x32 161 -> 131 us; 30
+    rows, where the narrow tile saves a quarter, lost 5 %).
     """
     if n <= tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
         return RESIDENT_TILE
@@ -94,7 +98,16 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
         return GEMV_TILE
     if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a):
         return FEW_TILE
+    if m <= FEW_TILE_MAX_ROWS and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
+        return NARROW_TILE
     return MAIN_TILE
+
+
+@njit(cache=True, inline="always")
+def padded_fmas(shape, m, n, a):
+    """Vector FMAs per k step for an m x n C in tiles of ``shape``, padding included."""
+    rows, cols = tile_rows(shape), tile_cols(shape, a)
+    return -(-m // rows) * rows * -(-n // cols) * (cols // tile_lanes(shape, a))
 
 
 # Columns of C accumulated at once by ``gemv_rows`` (its row buffer: 16 KiB of

@@ -9,7 +9,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm import plan
 from smallgemm.simd import address
-from smallgemm.unpacked import RESIDENT_TILE, tile_choice
+from smallgemm.unpacked import MAIN_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice
 
 
 def resident_limits(kernel, dtype):
@@ -126,3 +126,27 @@ def test_k_beyond_a_kc_block_is_not_resident(kernel, dtype, tiny_blocks):
     rng = np.random.default_rng(7)
     a, b = random_matrix(rng, (8, k), dtype), random_matrix(rng, (k, width), dtype)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)
+
+
+def test_sixteen_rows_take_the_narrow_tile_where_the_main_tile_would_pad_them(kernel, dtype):
+    """Past the resident tile, 15-16 rows on AVX-512 (a 14-row main tile: 28 rows computed) take
+    the 16-row narrow tile over two column strips; 30 rows stay on the main tile.  Either way a
+    row has the bits it gets inside a large (packed) product, on every kernel."""
+    main_cols = kernel.nr(dtype)
+    depth, _ = resident_limits(kernel, dtype)
+    k = depth + 9  # past the resident tile
+    if kernel.name == "avx512":
+        assert chosen(kernel, dtype, 16, main_cols, k) == NARROW_TILE
+        assert chosen(kernel, dtype, 15, main_cols, k) == NARROW_TILE
+        assert chosen(kernel, dtype, 14, main_cols, k) == MAIN_TILE
+        assert chosen(kernel, dtype, 30, main_cols, k) == MAIN_TILE
+    rng = np.random.default_rng(9)
+    big = random_matrix(rng, (40000, k), dtype)  # past the unpacked volume on every kernel: the blocked driver
+    for n in (main_cols - 1, main_cols):
+        b = random_matrix(rng, (k, n), dtype)
+        full = smallgemm.matmul(big, b)
+        for m in (14, 15, 16, 17, 30):
+            rows = slice(7, 7 + m)
+            got = smallgemm.matmul(big[rows], b)
+            np.testing.assert_array_equal(got, full[rows])
+            assert_close(got, 1.0, big[rows], b)
