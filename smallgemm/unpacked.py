@@ -68,6 +68,14 @@ def row_dots_form(m, n, cs_a, rs_b, cs_b):
 FEW_TILE_MAX_ROWS = 32
 
 
+# A resident-B product is up to this many tiles wide: each column strip of B is
+# held in registers in turn while all rows of C pass (the strips share A from
+# the L1).  Zen 4 host, one thread, float64 (8 columns a strip) / float32 (16):
+# stacks 300x16x16x16 float64 85 -> 58 us, 200x16x16x32 float32 74 -> 52,
+# 100x64x16x64 float32 225 -> 161; lone products 1500x16x64 float32 49 -> 37,
+# 1000x16x24 float64 33 -> 19 (through the narrow or main tile before).
+RESIDENT_STRIPS = 4
+
 # The kernel's tiles, as ``tile_choice`` names them.
 MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4
 
@@ -76,9 +84,9 @@ MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4
 def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
 
-    ``resident`` when all of B fits in its registers (k <= depth, n within one
-    tile row) and k is one KC block (so its sums are those of the blocked
-    path): B is loaded once per product; ``narrow`` (one vector wide) when n
+    ``resident`` when B's k fits in its registers (k <= depth, n within
+    RESIDENT_STRIPS tile widths) and k is one KC block (so its sums are those
+    of the blocked path): each strip of B is loaded once per product; ``narrow`` (one vector wide) when n
     fits in it: a 16x16 float32 product then computes no padding; ``gemv``
     (1 x 256) for a single row; ``few`` (4 x 64) for a few rows, where the main
     tile would mostly compute copies of the last row, unless n fits one main
@@ -90,7 +98,7 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     16x16x16 144 -> 127 us, float32 200 products 16x32x32 161 -> 131 us; 30
     rows, where the narrow tile saves a quarter, lost 5 %).
     """
-    if n <= tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
+    if n <= RESIDENT_STRIPS * tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
         return RESIDENT_TILE
     if n <= tile_cols(narrow, a):
         return NARROW_TILE
@@ -381,7 +389,8 @@ def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
 
 @njit(cache=True, inline="always")
 def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
-    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers.
+    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers,
+    for one strip of B's columns after the other.
 
     Inlined into its callers: in a stack's loop over products, what does not
     change from one product to the next (B's masks, the row offsets) is then
@@ -389,12 +398,22 @@ def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off
     thread, Zen 4 host: 141 -> 112 us; 8x8x8 66 -> 43 us).
     """
     mr = tile_rows(resident)
+    nr = tile_cols(resident, a)
     mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
-    held = resident_b(resident, b, b_off, rs_b, k, n)
-    for i in range(0, m, mr):
-        rows = min(mr, m - i)
-        tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
-        merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+    if n <= nr:  # one strip: its masks do not change from one product of a stack to the next
+        held = resident_b(resident, b, b_off, rs_b, k, n)
+        for i in range(0, m, mr):
+            rows = min(mr, m - i)
+            tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
+            merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+        return
+    for j in range(0, n, nr):
+        cols = min(nr, n - j)
+        held = resident_b(resident, b, b_off + j, rs_b, k, cols)
+        for i in range(0, m, mr):
+            rows = min(mr, m - i)
+            tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
+            merge_tile(resident, tile, c, c_off + i * rs_c + j * cs_c, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
 @njit(cache=True)

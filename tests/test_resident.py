@@ -9,13 +9,18 @@ from reference import assert_close
 import smallgemm
 from smallgemm import plan
 from smallgemm.simd import address
-from smallgemm.unpacked import MAIN_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice
+from smallgemm.unpacked import MAIN_TILE, NARROW_TILE, RESIDENT_STRIPS, RESIDENT_TILE, tile_choice
 
 
 def resident_limits(kernel, dtype):
     """(largest k, largest n) that the kernel's resident tile takes."""
     tile = kernel.resident
-    return tile.depth, tile.cols(dtype.itemsize)
+    return tile.depth, RESIDENT_STRIPS * resident_strip(kernel, dtype)
+
+
+def resident_strip(kernel, dtype):
+    """The columns of B the resident tile holds at once."""
+    return kernel.resident.cols(dtype.itemsize)
 
 
 @njit
@@ -47,9 +52,10 @@ def test_resident_tile_takes_the_tiny_products(kernel, dtype):
 @pytest.mark.parametrize("m", [1, 3, 8, 9, 16, 17, 41])
 def test_resident_products_against_reference(kernel, dtype, m):
     depth, width = resident_limits(kernel, dtype)
+    strip = resident_strip(kernel, dtype)
     rng = np.random.default_rng(m)
     for k in sorted({1, 2, depth - 1, depth}):
-        for n in sorted({1, width - 1, width}):
+        for n in sorted({1, strip - 1, strip, strip + 1, 2 * strip + 3, width - 1, width}):
             assert chosen(kernel, dtype, m, n, k) == RESIDENT_TILE
             b = random_matrix(rng, (k, n), dtype)
             for name, a in a_layouts(rng, m, k, dtype):
@@ -85,20 +91,24 @@ def test_resident_products_match_the_blocked_path_bitwise(kernel, dtype):
     """A row of a tiny product has the bits it gets inside a large (packed) product."""
     depth, width = resident_limits(kernel, dtype)
     rng = np.random.default_rng(5)
-    k, n = depth, width
-    big = random_matrix(rng, (4000, k), dtype)  # past the unpacked volume: the blocked driver
-    b = random_matrix(rng, (k, n), dtype)
-    full = smallgemm.matmul(big, b)
-    for rows in (slice(0, 1), slice(5, 12), slice(100, 116)):
-        assert chosen(kernel, dtype, rows.stop - rows.start, n, k) == RESIDENT_TILE
-        np.testing.assert_array_equal(smallgemm.matmul(big[rows], b), full[rows])
+    k = depth
+    big = random_matrix(rng, (40000, k), dtype)  # past the unpacked volume on every kernel: the blocked driver
+    for n in (resident_strip(kernel, dtype), width - 1, width):
+        b = random_matrix(rng, (k, n), dtype)
+        full = smallgemm.matmul(big, b)
+        for rows in (slice(0, 1), slice(5, 12), slice(100, 116)):
+            assert chosen(kernel, dtype, rows.stop - rows.start, n, k) == RESIDENT_TILE
+            np.testing.assert_array_equal(smallgemm.matmul(big[rows], b), full[rows])
 
 
+@pytest.mark.parametrize("strips", ["one", "several"])
 @pytest.mark.parametrize("layout", ["C", "transposed", "strided"])
-def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype, layout):
+def test_stack_of_tiny_products_is_bitwise_the_loop_of_lone_products(kernel, dtype, layout, strips):
     """A stack goes through the resident tile in one compiled loop (``gemm_unpacked_stack``), with
-    the bits of lone products, for A and C with or without unit-stride rows."""
+    the bits of lone products, for A and C with or without unit-stride rows, B one strip wide or
+    several (the last one partial)."""
     depth, width = resident_limits(kernel, dtype)
+    width = resident_strip(kernel, dtype) if strips == "one" else width - 1
     rng = np.random.default_rng(6)
     count, m = 50, 16
     b = random_matrix(rng, (count, depth, width), dtype)
