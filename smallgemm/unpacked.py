@@ -372,25 +372,30 @@ def stream_tiles(
 
 @njit(cache=True)
 def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
-    """A whole product with B in registers (k <= the tile's depth, n <= its width).
+    """A whole product with B in registers (k <= the tile's depth, n <= RESIDENT_STRIPS tile widths).
 
-    The common layouts (A and C rows contiguous) get their own compiled loops,
-    with those strides known at compile time: then no call is left in the
-    loop, B stays in registers and the A addresses are constant offsets.
+    One strip of B in the common layouts (A and C rows contiguous) gets its own
+    compiled loop, with those strides known at compile time: then no call is
+    left in the loop, B stays in registers and the A addresses are constant
+    offsets.  Several strips take one loop for any strides.
     """
-    if cs_c == 1:
+    if n > tile_cols(resident, a):
+        resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
+                        scratch)
+    elif cs_c == 1:
         if cs_a == 1:
-            resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, 1, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, 1, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
         else:
-            resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1,
+                           scratch)
     else:
-        resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+        resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
 
 
 @njit(cache=True, inline="always")
-def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
-    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers,
-    for one strip of B's columns after the other.
+def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers
+    (n <= the tile's width: one strip of B).
 
     Inlined into its callers: in a stack's loop over products, what does not
     change from one product to the next (B's masks, the row offsets) is then
@@ -398,15 +403,24 @@ def resident_loop(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off
     thread, Zen 4 host: 141 -> 112 us; 8x8x8 66 -> 43 us).
     """
     mr = tile_rows(resident)
+    mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
+    held = resident_b(resident, b, b_off, rs_b, k, n)
+    for i in range(0, m, mr):
+        rows = min(mr, m - i)
+        tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
+        merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+
+
+@njit(cache=True, inline="always")
+def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """``resident_strip`` for one strip of B's columns after the other (n wider than the tile).
+
+    Inlined, as ``resident_strip``: a stack of float64 16x16x16 products calling it once a
+    product took 30 % longer (masks and row offsets computed again for every product).
+    """
+    mr = tile_rows(resident)
     nr = tile_cols(resident, a)
     mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
-    if n <= nr:  # one strip: its masks do not change from one product of a stack to the next
-        held = resident_b(resident, b, b_off, rs_b, k, n)
-        for i in range(0, m, mr):
-            rows = min(mr, m - i)
-            tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
-            merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
-        return
     for j in range(0, n, nr):
         cols = min(nr, n - j)
         held = resident_b(resident, b, b_off + j, rs_b, k, cols)
@@ -465,15 +479,20 @@ def gemm_unpacked_stack(
 
     For the resident tile, the tile and the compiled loop for the strides are
     chosen once per stack, not once per product: 300 products 16x16x16 float32
-    (in the L2), one thread, Intel host, 99-102 -> 89-92 ns each; the loop over
-    products holds ``resident_loop`` inlined.
+    (in the L2), one thread, Intel host, 99-102 -> 89-92 ns each; for one strip
+    of B in the common layout the loop over products holds ``resident_strip``
+    inlined.
     """
     count = offsets_c.shape[0]
     if cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, a) == RESIDENT_TILE:
-        if cs_c == 1 and cs_a == 1:
+        if cs_c == 1 and cs_a == 1 and n <= tile_cols(resident, a):
             for t in range(count):
-                resident_loop(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
-                              c, offsets_c[t], rs_c, 1, scratch)
+                resident_strip(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
+                               c, offsets_c[t], rs_c, 1, scratch)
+        elif cs_c == 1 and cs_a == 1:
+            for t in range(count):
+                resident_strips(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
+                                c, offsets_c[t], rs_c, 1, scratch)
         else:
             for t in range(count):
                 resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
