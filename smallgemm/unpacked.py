@@ -86,8 +86,9 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
 
     ``resident`` when B's k fits in its registers (k <= depth, n within
     RESIDENT_STRIPS tile widths) and k is one KC block (so its sums are those
-    of the blocked path): each strip of B is loaded once per product; ``narrow`` (one vector wide) when n
-    fits in it: a 16x16 float32 product then computes no padding; ``gemv``
+    of the blocked path): each strip of B is loaded once per product;
+    ``narrow`` (one vector wide) when n fits in it: a 16x16 float32 product
+    then computes no padding; ``gemv``
     (1 x 256) for a single row; ``few`` (4 x 64) for a few rows, where the main
     tile would mostly compute copies of the last row, unless n fits one main
     tile (half the few tile would then be padding: float32, one thread, main /
@@ -95,7 +96,7 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     1.26).  Then ``narrow`` again where the main tile's padding rows cost a
     third more FMAs than the narrow tile's extra column strips: 16 rows on a
     14-row main tile compute 28 (Zen 4 host, one thread, float64 300 products
-    16x16x16 144 -> 127 us, float32 200 products 16x32x32 161 -> 131 us; 30
+    16x16x16 149 -> 128 us, float32 200 products 16x32x32 134 -> 99 us; 30
     rows, where the narrow tile saves a quarter, lost 5 %).
     """
     if n <= RESIDENT_STRIPS * tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
@@ -427,7 +428,8 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
         for i in range(0, m, mr):
             rows = min(mr, m - i)
             tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
-            merge_tile(resident, tile, c, c_off + i * rs_c + j * cs_c, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+            merge_tile(resident, tile, c, c_off + i * rs_c + j * cs_c, rs_c, cs_c, rows, cols, alpha, beta, mode,
+                       scratch)
 
 
 @njit(cache=True)
