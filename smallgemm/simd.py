@@ -35,8 +35,6 @@ from numba.extending import (
     unbox,
 )
 
-from . import cpu
-
 _I64 = ir.IntType(64)
 
 
@@ -921,14 +919,8 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
 
 # Vectors of sums a dot block holds (``dot_zero``); each holds LANES rows'.
 DOT_VECTORS = 1
-# Bytes ahead of each row's reads that ``dot_steps`` requests it, by CPU vendor
-# (compiled in: Numba's cache is keyed by the host CPU, so code built with one
-# value is not loaded on a host of the other).  Intel host: 4 % faster with the
-# requests.  Zen 4 host, W @ x, one thread, paired, us, with / without: float32
-# W [512,512] 36.5 / 33.8, [2048,512] 118 / 110, [1000,1000] 139 / 122,
-# [4096,4096] 5096 / 4665, float64 [2048,512] 333 / 302 (requests into the L2,
-# or 2-8 KiB ahead, measured in between).
-DOT_AHEAD_BYTES = 0 if cpu.vendor() == "AuthenticAMD" else 512
+# Bytes ahead of each row's reads that ``dot_steps`` requests it.
+DOT_AHEAD_BYTES = 512
 
 
 def _dot_shape(shape: TileShape) -> TileShape:
