@@ -419,17 +419,10 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
     Inlined, as ``resident_strip``: a stack of float64 16x16x16 products calling it once a
     product took 30 % longer (masks and row offsets computed again for every product).
     """
-    mr = tile_rows(resident)
     nr = tile_cols(resident, a)
-    mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
     for j in range(0, n, nr):
-        cols = min(nr, n - j)
-        held = resident_b(resident, b, b_off + j, rs_b, k, cols)
-        for i in range(0, m, mr):
-            rows = min(mr, m - i)
-            tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
-            merge_tile(resident, tile, c, c_off + i * rs_c + j * cs_c, rs_c, cs_c, rows, cols, alpha, beta, mode,
-                       scratch)
+        resident_strip(resident, m, min(nr, n - j), k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + j, rs_b,
+                       c, c_off + j * cs_c, rs_c, cs_c, scratch)
 
 
 @njit(cache=True)
