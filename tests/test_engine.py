@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 
 import smallgemm
+from numba import types
 from reference import assert_close
 from conftest import random_matrix
+from smallgemm import plan
+from smallgemm.driver import gemm_entry
+from smallgemm.unpacked import unpacked_entry
 
 
 def edge_sizes(*sizes):
@@ -34,6 +38,21 @@ def test_edges_around_tiles_and_blocks(kernel, dtype, tiny_blocks):
         c = smallgemm.gemm(1.0, a, b)
         assert c.shape == (m, n) and c.dtype == dtype
         assert_close(c, 1.0, a, b)
+
+
+def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, monkeypatch):
+    """``use_kernel`` really selects the kernel: after a blocked and an unpacked product, both
+    drivers' entry points hold a specialisation for its tile and this dtype (the tile's
+    TileShape is part of each signature), so the other tests of this kernel ran its code."""
+    rng = np.random.default_rng(7)
+    a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 13), dtype)
+    assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # small: the unpacked path
+    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+    monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
+    assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
+    for entry in (gemm_entry, unpacked_entry):
+        ran = {(sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float))) for sig in entry.signatures}
+        assert (kernel.shape, dtype.name) in ran, f"kernel {kernel.name} never ran {entry.__name__} with {dtype}"
 
 
 def test_default_block_sizes_large_k(kernel, dtype):
