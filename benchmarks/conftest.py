@@ -47,6 +47,16 @@ SMALL_DIVISOR = 64
 ALL_CORES = cpu.core_count()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Benchmarks run in one process: timings need the whole machine, and pytest-benchmark
+    turns itself off under xdist, which the project's ``addopts`` start (one worker per
+    core, for the compile-bound test suite)."""
+    if getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--bench-small", action="store_true",
                      help=f"divide every benchmark dimension by {SMALL_DIVISOR} (a smoke run)")
