@@ -23,8 +23,11 @@ FIXTURE = Path(__file__).parent / "data" / "benchmark_results.json"
 
 
 def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    # A session of its own, not one of this run's xdist workers (pytest-benchmark would
+    # take it for one and time nothing).
+    inherited = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})})
+                          env={**inherited, **(env or {})})
 
 
 def test_benchmark_suite_runs_at_tiny_sizes(tmp_path):
