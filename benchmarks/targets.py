@@ -194,15 +194,19 @@ def few_rows(header):
                     lambda: np.matmul(x, w_t.T), threads, "")
         for name, mat, vec in matrix_vector:
             compare(f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, "")
-    from smallgemm.peak import read_bandwidth
+    from smallgemm.peak import read_pass
 
+    # The bound: a plain read of as many bytes as W (64 MiB, twice the L3), timed interleaved
+    # with the product, medians against medians as everywhere else (the best runs also shown).
+    stream = np.ones(big.nbytes // 8)
     with smallgemm.num_threads(1):
-        timing = bench.time_interleaved([lambda: smallgemm.matmul(v, big)], 20)[0]
-    bound = read_bandwidth() * 1e9 / 4 * 2 / 1e9  # two flops per float read
-    achieved = 2 * 4096 * 4096 / timing.median / 1e9
-    print(f"\n| 1x4096 @ 4096x4096 float32, 1 thread | {achieved:.1f} GFLOP/s | read-bandwidth bound "
-          f"{bound:.1f} GFLOP/s (same run) | {100 * achieved / bound:.0f} % | >= 90 % |")
-
+        gemv, read = bench.time_interleaved([lambda: smallgemm.matmul(v, big), lambda: read_pass(stream)], 21)
+    flops = 2 * big.size
+    for label, ours, bound in (("median", gemv.median, read.median), ("best", min(gemv.seconds), min(read.seconds))):
+        target = ">= 90 %" if label == "median" else ""
+        print(f"\n| 1x4096 @ 4096x4096 float32, 1 thread, {label} | {flops / ours / 1e9:.1f} GFLOP/s | "
+              f"read-bandwidth bound {flops / bound / 1e9:.1f} GFLOP/s (a read of W's bytes, same run) | "
+              f"{100 * bound / ours:.0f} % | {target} |")
 
 if __name__ == "__main__":
     main()

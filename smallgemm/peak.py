@@ -35,6 +35,12 @@ def _read_sum(x):
     return total
 
 
+def read_pass(x: np.ndarray) -> float:
+    """Read all of the 1-D float64 array ``x`` once (its sum): the memory-bound reference a
+    streaming product is timed beside, interleaved, over as many bytes as it reads."""
+    return _read_sum(x)
+
+
 def _widths() -> list[int]:
     """Vector widths this CPU runs natively (from the kernels it supports)."""
     features = cpu.features()

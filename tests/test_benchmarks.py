@@ -111,6 +111,14 @@ def test_peak_is_sane():
         assert fma[f"float32_{bits}"]["one_core"] >= fma[f"float64_{bits}"]["one_core"]
 
 
+def test_read_pass_reads_every_element():
+    from smallgemm.peak import read_pass
+
+    x = np.arange(1001, dtype=np.float64)
+    assert read_pass(x) == 1000 * 1001 / 2
+    assert read_pass(x[:0]) == 0.0
+
+
 def test_microkernel_efficiency_row(capsys, monkeypatch):
     """The targets' microkernel line: the engine's KC is named, the figures parse and are positive."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
