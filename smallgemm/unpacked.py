@@ -462,7 +462,8 @@ def gemm_unpacked(
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
-        unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+        main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
+                   cs_c, kc, sums, scratch)
 
 
 @njit(cache=True)
@@ -498,6 +499,40 @@ def gemm_unpacked_stack(
             shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a,
             b, offsets_b[t], rs_b, cs_b, c, offsets_c[t], rs_c, cs_c, kc, scratch, sums,
         )
+
+
+@njit(cache=True)
+def main_tiles(
+    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+    sums, scratch,
+):
+    """The main tile's loops, with smaller tiles on C's edges where it would mostly compute padding.
+
+    A last column strip no wider than the narrow tile goes to the narrow tile
+    (one vector: 100 columns were four 32-column strips, the last with 4 live
+    columns, a third more FMAs than useful), and the last rows to the few-rows
+    tile where it computes fewer FMAs (2 live rows of 14 computed 14).
+    Every element is still the FMA chain of its KC block in increasing k: the
+    bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
+    """
+    nr = tile_cols(shape, a)
+    mr = tile_rows(shape)
+    main_cols = n
+    edge_cols = n % nr
+    if n > nr and edge_cols <= tile_cols(narrow, a) and edge_cols > 0:
+        main_cols = n - edge_cols
+        unpacked_tiles(narrow, m, edge_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
+                       c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+    main_rows = m
+    edge_rows = m % mr
+    if m > mr and edge_rows > 0 and padded_fmas(few, edge_rows, main_cols, a) < padded_fmas(shape, edge_rows, main_cols, a):
+        main_rows = m - edge_rows
+        # cs_b and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
+        stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+                     rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
+                     fetches_ahead(few, a, main_cols, k, cs_b))
+    unpacked_tiles(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
+                   cs_c, kc, scratch)
 
 
 @njit(cache=True)
