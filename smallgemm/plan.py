@@ -90,6 +90,20 @@ _BATCH_EACH_PARALLEL = Entry(
 # PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
 # for threads (docs/design.md).
 UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
+# On one thread, products up to this many multiply-adds skip packing too, where k
+# is one KC block and the rows of A and B are not a multiple of ALIASED_ROW_BYTES
+# apart.  With the narrow and few-rows tiles on C's edges (``unpacked.main_tiles``)
+# the direct tiles beat packing there: Zen 4 host, one thread, plan.run, unpacked /
+# blocked, float32 128^3 0.95, 200^3 0.91, 256^3 0.98, 384^3 0.98, 512^3 1.00,
+# 64x100x784 0.75, 2000x64x64 0.94, 64x2000x64 0.90; float64 128^3 0.95, 200^3
+# 0.92, 256^3 0.97, 64x100x784 0.80.  Not on two threads: the blocked driver's
+# row-block tasks then win (float32 200^3 1.46, 256^3 1.17); nor with a longer
+# k (float32 128x128x2048 1.21, in two KC blocks).
+UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
+# Rows this many bytes apart share L1 sets: the 14 rows of A a direct tile reads
+# at once then evict each other (float32 128x128x1024, A's rows 4 KiB apart:
+# unpacked / blocked 1.21; float64 128x128x512 1.21, 128x128x768 0.95).
+ALIASED_ROW_BYTES = 4096
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 # Below this many multiply-adds a product stays on one thread: starting the
@@ -289,19 +303,29 @@ def unpacked_max_volume(dtype: np.dtype) -> int:
     return UNPACKED_MAX_VOLUME[dtype.itemsize]
 
 
-def _use_unpacked(m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int) -> bool:
+def _use_unpacked(
+    m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int, one_thread: bool
+) -> bool:
     """Unpacked when packing B whole costs more than it saves.
 
     With B's rows contiguous: small products, few rows, or n within the narrow
-    tile (a packed tile would mostly compute padding).  With B's columns
-    contiguous (``x @ W.T``): few rows, B packed on the fly a strip at a time.
-    A matrix with contiguous rows times one column (``W @ x``): row dots.
+    tile (a packed tile would mostly compute padding); on ``one_thread``, mid-size
+    products too (UNPACKED_ONE_THREAD_MAX_VOLUME).  With B's columns contiguous
+    (``x @ W.T``): few rows, B packed on the fly a strip at a time.  A matrix with
+    contiguous rows times one column (``W @ x``): row dots.
     """
-    if n == 1 and a.strides[1] == a.itemsize:
+    size = a.itemsize
+    if n == 1 and a.strides[1] == size:
         return True
-    if b.strides[1] == b.itemsize:
-        return m * n * k <= unpacked_max_volume(a.dtype) or m <= FEW_ROWS_MAX or n <= narrow_cols
-    return m <= FEW_ROWS_MAX and b.strides[0] == b.itemsize
+    if b.strides[1] == size:
+        volume = m * n * k
+        if volume <= UNPACKED_MAX_VOLUME[size] or m <= FEW_ROWS_MAX or n <= narrow_cols:
+            return True
+        return (
+            one_thread and volume <= UNPACKED_ONE_THREAD_MAX_VOLUME[size] and k <= kc and a.strides[1] == size
+            and a.strides[0] % ALIASED_ROW_BYTES != 0 and b.strides[0] % ALIASED_ROW_BYTES != 0
+        )
+    return m <= FEW_ROWS_MAX and b.strides[0] == size
 
 
 def _trivial(m: int, n: int, k: int, alpha: float, beta: float, c: np.ndarray) -> bool:
@@ -339,7 +363,8 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     prep = prepared(kernel, dtype)
     ws = prep.workspace
     workers = threads.get_num_threads()
-    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
+    one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
+    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, one_thread)
     parallel = workers > 1 and worth_threads(m, n, k, unpacked, dtype)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
@@ -409,10 +434,10 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
     ws = prep.workspace
-    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols)
+    workers = threads.get_num_threads()
+    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, workers == 1)
     sizes = prep.sizes if unpacked else prep.sizes_for_depth(k)
     count = offsets_c.shape[0]
-    workers = threads.get_num_threads()
     if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:
         offsets = (offsets_a, offsets_b, offsets_c)
         if _each_on_all_workers(count, m, n, k, unpacked, workers, dtype):

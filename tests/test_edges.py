@@ -1,6 +1,6 @@
-"""Unpacked products on the main tile: the smaller tiles on C's edges.  Against the
-reference, and bitwise against the blocked driver (every tile gives an element the
-same FMA chain)."""
+"""Unpacked products on the main tile: the smaller tiles on C's edges, and the mid-size
+products that skip packing on one thread.  Against the reference, and bitwise against
+the blocked driver (every tile gives an element the same FMA chain)."""
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ def blocked(a, b, monkeypatch):
     """a @ b on the blocked driver, whatever its size."""
     with monkeypatch.context() as patch:
         patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
         patch.setattr(plan, "FEW_ROWS_MAX", 0)
         return smallgemm.matmul(a, b)
 
@@ -57,3 +58,37 @@ def test_edge_tiles_write_nothing_outside_c(kernel, dtype):
         inside = np.zeros(frame.shape, bool)
         inside[1 : m + 1, 1 : n + 1] = True
         assert np.isnan(frame[~inside]).all(), f"{m}x{n}: written outside C"
+
+
+def _decides(m, n, k, dtype, one_thread, a_row_pad=0, kc=None):
+    a = np.zeros((m, k + a_row_pad), dtype)[:, :k]
+    b = np.zeros((k, n), dtype)
+    kc = kc or plan.block_sizes(smallgemm.dispatch.current(), dtype).kc
+    return plan._use_unpacked(m, n, k, a, b, 0, kc, one_thread)
+
+
+def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(dtype):
+    side = round(plan.UNPACKED_MAX_VOLUME[dtype.itemsize] ** (1 / 3)) + 30
+    assert _decides(side, side, side, dtype, one_thread=True)
+    assert not _decides(side, side, side, dtype, one_thread=False)
+    assert not _decides(side, side, side, dtype, one_thread=True, kc=side - 1)
+    limit = plan.UNPACKED_ONE_THREAD_MAX_VOLUME[dtype.itemsize]
+    big = round(limit ** (1 / 3)) + 1
+    assert not _decides(big, big, big, dtype, one_thread=True)
+    # A's rows 4 KiB apart would share L1 sets: packed.
+    pad = plan.ALIASED_ROW_BYTES // dtype.itemsize - side
+    assert not _decides(side, side, side, dtype, one_thread=True, a_row_pad=pad)
+    assert _decides(side, side, side, dtype, one_thread=True, a_row_pad=pad + 1)
+
+
+def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype, monkeypatch):
+    rng = np.random.default_rng(13)
+    side = round(plan.UNPACKED_MAX_VOLUME[dtype.itemsize] ** (1 / 3))
+    m, n, k = side + 17, side + 9, side + 5  # past the small products, with edges
+    a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    with smallgemm.num_threads(1):
+        got = smallgemm.matmul(a, b)
+        assert_close(got, 1.0, a, b)
+        np.testing.assert_array_equal(got, blocked(a, b, monkeypatch))
+    with smallgemm.num_threads(2):
+        np.testing.assert_array_equal(smallgemm.matmul(a, b), got)

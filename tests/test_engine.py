@@ -45,9 +45,10 @@ def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, monkeypatch):
     drivers' entry points hold a specialisation for its tile and this dtype (the tile's
     TileShape is part of each signature), so the other tests of this kernel ran its code."""
     rng = np.random.default_rng(7)
-    a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 13), dtype)
+    a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 40), dtype)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # small: the unpacked path
     monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
     monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
     for entry in (gemm_entry, unpacked_entry):

@@ -81,6 +81,7 @@ def blocked_rows(x, w, monkeypatch):
     """x @ w on the blocked driver, however few rows x has."""
     with monkeypatch.context() as patch:
         patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
         patch.setattr(plan, "FEW_ROWS_MAX", 0)
         return smallgemm.matmul(x, w)
 
@@ -191,7 +192,7 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     are few."""
     w = np.zeros((4096, 4096), np.float32)
     x = np.zeros((4096, 1), np.float32)
-    assert plan._use_unpacked(4096, 1, 4096, w, x, 16)
+    assert plan._use_unpacked(4096, 1, 4096, w, x, 16, 1024, one_thread=False)
     assert plan.worth_threads(4096, 1, 4096, True, w.dtype)
     assert not plan.worth_threads(64, 1, 64, True, w.dtype)
 
@@ -272,6 +273,7 @@ def test_batch_invariance(kernel, dtype, threads, monkeypatch):
             np.testing.assert_array_equal(pairs.reshape(big_m, -1), full, err_msg=f"{name} batched loop")
         # The unpacked (small) and blocked drivers agree too.
         monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+        monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
         monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x[:4], w), full[:4], err_msg=f"{name} blocked")
@@ -463,6 +465,7 @@ def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
     monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
     monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
     packed = smallgemm.matmul(np.vstack([x, x[:, ::-1]] * 20), w)  # the blocked driver
     np.testing.assert_array_equal(packed[:1], expected)
 

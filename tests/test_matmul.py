@@ -207,6 +207,7 @@ def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dty
         for limit in (0, m * n * k):  # blocked, then unpacked
             with monkeypatch.context() as patch:
                 patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: limit, 8: limit})
+                patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: limit, 8: limit})
                 np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"limit {limit}")
 
 

@@ -22,6 +22,7 @@ def always_parallel(monkeypatch):
     monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
     monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
     monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
 
 
 def products_by_thread_count(a, b, beta=0.0, c=None):
