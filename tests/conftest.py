@@ -44,3 +44,13 @@ def tiny_blocks(kernel, dtype):
 def random_matrix(rng, shape, dtype, order="C"):
     data = rng.standard_normal(shape).astype(dtype)
     return np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
+
+
+def blocked_product(a, b, monkeypatch):
+    """a @ b on the blocked driver, whatever its size and however few rows a has: the
+    reference bits the unpacked paths must give."""
+    with monkeypatch.context() as patch:
+        patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
+        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
+        patch.setattr(plan, "FEW_ROWS_MAX", 0)
+        return smallgemm.matmul(a, b)

@@ -4,21 +4,12 @@ the blocked driver (every tile gives an element the same FMA chain)."""
 
 import numpy as np
 import pytest
-from conftest import random_matrix
+from conftest import blocked_product, random_matrix
 from reference import assert_close
 
 import smallgemm
 from smallgemm import plan
 from smallgemm.unpacked import FEW_TILE_MAX_ROWS
-
-
-def blocked(a, b, monkeypatch):
-    """a @ b on the blocked driver, whatever its size."""
-    with monkeypatch.context() as patch:
-        patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "FEW_ROWS_MAX", 0)
-        return smallgemm.matmul(a, b)
 
 
 def edge_shapes(kernel, dtype):
@@ -45,7 +36,7 @@ def test_edge_tiles_against_the_reference_and_the_blocked_bits(kernel, dtype, la
             b = random_matrix(rng, (k, n), dtype)
             got = smallgemm.matmul(a, b)
             assert_close(got, 1.0, a, b)
-            np.testing.assert_array_equal(got, blocked(a, b, monkeypatch), err_msg=f"{m}x{n}x{k}")
+            np.testing.assert_array_equal(got, blocked_product(a, b, monkeypatch), err_msg=f"{m}x{n}x{k}")
 
 
 def test_edge_tiles_write_nothing_outside_c(kernel, dtype):
@@ -89,6 +80,6 @@ def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype, mo
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
         assert_close(got, 1.0, a, b)
-        np.testing.assert_array_equal(got, blocked(a, b, monkeypatch))
+        np.testing.assert_array_equal(got, blocked_product(a, b, monkeypatch))
     with smallgemm.num_threads(2):
         np.testing.assert_array_equal(smallgemm.matmul(a, b), got)

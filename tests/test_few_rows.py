@@ -7,7 +7,7 @@ import pytest
 
 import smallgemm
 from smallgemm import blocking, parallel, plan, unpacked
-from conftest import random_matrix
+from conftest import blocked_product, random_matrix
 from reference import assert_close
 
 
@@ -47,7 +47,7 @@ def test_few_rows_within_one_main_tile(kernel, dtype, m, monkeypatch):
         assert_close(got, 1.0, x, w)
         for i in (0, m - 1):
             np.testing.assert_array_equal(smallgemm.matmul(x[i : i + 1], w), got[i : i + 1], err_msg=f"n {n} row {i}")
-        np.testing.assert_array_equal(blocked_rows(x, w, monkeypatch), got, err_msg=f"n {n} blocked")
+        np.testing.assert_array_equal(blocked_product(x, w, monkeypatch), got, err_msg=f"n {n} blocked")
 
 
 def test_gemv_with_vectors(kernel, dtype):
@@ -77,15 +77,6 @@ def test_gemv_across_column_chunks(kernel, dtype):
     assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
 
 
-def blocked_rows(x, w, monkeypatch):
-    """x @ w on the blocked driver, however few rows x has."""
-    with monkeypatch.context() as patch:
-        patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "FEW_ROWS_MAX", 0)
-        return smallgemm.matmul(x, w)
-
-
 @pytest.mark.parametrize("k", [1, unpacked.AXPY_ROWS - 1, unpacked.AXPY_ROWS, 2 * unpacked.AXPY_ROWS + 3, 61])
 def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch):
     """One row streams B's rows a group at a time: KC blocks that end inside a group, a
@@ -100,11 +91,11 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch
                         ("padded rows", random_matrix(rng, (k, n + 11), dtype)[:, 4 : 4 + n])):
             got = smallgemm.matmul(x[:1], w)
             assert_close(got, 1.0, x[:1], w)
-            np.testing.assert_array_equal(got, blocked_rows(x, w, monkeypatch)[:1], err_msg=name)
+            np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[:1], err_msg=name)
             c = random_matrix(rng, (1, n), dtype)
             assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
             strided = random_matrix(rng, (1, 2 * k), dtype)[:, ::-2]  # a row of A read with stride -2
-            np.testing.assert_array_equal(smallgemm.matmul(strided, w), blocked_rows(np.vstack([strided] * 2), w,
+            np.testing.assert_array_equal(smallgemm.matmul(strided, w), blocked_product(np.vstack([strided] * 2), w,
                                                                                     monkeypatch)[:1], err_msg=name)
             assert_close(smallgemm.matmul(strided, w), 1.0, strided, w)
     finally:
@@ -121,7 +112,7 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
     with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
         got = smallgemm.matmul(x[0], w)
     assert_close(got[None, :], 1.0, x[:1], w)
-    np.testing.assert_array_equal(got, blocked_rows(x, w, monkeypatch)[0])
+    np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[0])
     with smallgemm.num_threads(3):
         np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got)
 
