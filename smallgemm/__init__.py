@@ -7,6 +7,12 @@ scipy's calling convention), kernel selection, thread settings, ``info`` and
 
 __version__ = "0.1.0"
 
+import os as _os
+
+from . import compile_cache as _compile_cache
+
+_compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function is defined
+
 from .api import gemm
 from .dispatch import get_kernel, set_kernel, use_kernel
 from .info import info

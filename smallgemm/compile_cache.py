@@ -1,0 +1,104 @@
+"""Numba's on-disk cache, kept coherent across the modules of a package.
+
+Numba stamps a cached function with the contents of its own source file only
+(documented limitation: "changes in symbols defined in another file are not
+detected").  A compiled entry point holds the code of every jitted function it
+calls, inlined from other modules, and the module-level constants they read,
+frozen at compile time; so after an edit or an upgrade that changes only a
+callee, the caller's cache still loads the old callee.  Here that was a
+segmentation fault (a stale two-thread entry point reading buffers the new
+planner had sized differently).
+
+``watch(root)`` gives every cached function defined under ``root`` one stamp:
+a hash of all the ``.py`` files under ``root``.  Any change to any of them
+invalidates the whole package's cache, which then recompiles once.  Where the
+cache lives (``__pycache__``, ``NUMBA_CACHE_DIR``, the user-wide directory) is
+still decided by Numba's own locators.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+
+from numba.core import caching
+
+# Numba's list of cache locator classes, tried in order for each cached
+# function (``CacheImpl`` since Numba 0.61, ``_CacheImpl`` before).
+_CACHE_IMPL = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
+
+_watched_roots: list[str] = []
+
+
+@functools.lru_cache(maxsize=None)
+def source_fingerprint(root: str) -> str:
+    """A hash of the relative paths and contents of every ``.py`` file under ``root``."""
+    digest = hashlib.sha256()
+    for folder, subfolders, files in sorted(os.walk(root)):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            digest.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as source:
+                digest.update(hashlib.sha256(source.read()).digest())
+    return digest.hexdigest()
+
+
+def _watched_root(py_file: str) -> str | None:
+    """The watched root that holds ``py_file``, if any."""
+    path = os.path.realpath(py_file)
+    for root in _watched_roots:
+        if path.startswith(root + os.sep):
+            return root
+    return None
+
+
+class PackageStampLocator:
+    """The locator Numba would have chosen for a function, with the source stamp
+    of its whole package instead of its one file."""
+
+    def __init__(self, inner, root: str):
+        self._inner = inner
+        self._root = root
+
+    def ensure_cache_path(self) -> None:
+        self._inner.ensure_cache_path()
+
+    def get_cache_path(self) -> str:
+        return self._inner.get_cache_path()
+
+    def get_disambiguator(self) -> str:
+        return self._inner.get_disambiguator()
+
+    def get_source_stamp(self) -> str:
+        return source_fingerprint(self._root)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        root = _watched_root(py_file)
+        if root is None:
+            return None  # not ours: Numba's next locator decides
+        for other in _CACHE_IMPL._locator_classes:
+            if other is not cls:
+                inner = other.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner, root)
+        return None
+
+
+def watch(root: str) -> None:
+    """Stamp every cached function defined under ``root`` with all of ``root``'s sources.
+
+    Call it before the first jitted function under ``root`` is defined (Numba
+    picks a function's cache locator when it is decorated)."""
+    root = os.path.realpath(root)
+    if root not in _watched_roots:
+        _watched_roots.append(root)
+    if PackageStampLocator not in _CACHE_IMPL._locator_classes:
+        _CACHE_IMPL._locator_classes.insert(0, PackageStampLocator)
+
+
+def locator_of(dispatcher):
+    """The cache locator a jitted function's cache uses (for ``info`` and the tests)."""
+    return dispatcher._cache._impl.locator
