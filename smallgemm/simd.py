@@ -1051,38 +1051,48 @@ def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
     return types.void(shape, x, src, src_off, dst, dst_off), codegen
 
 
-# Rows of ``src`` that one ``axpy_rows`` adds into a vector of ``dst``.
+# Rows of ``src`` that one ``axpy_rows`` (``axpy_rows_wide``) adds into a vector of ``dst``.
 AXPY_ROWS = 4
+AXPY_ROWS_WIDE = 8
 
 
-@intrinsic
-def axpy_rows(typingctx, shape, x, x_off, x_stride, src, src_off, rs, dst, dst_off):
-    """dst[dst_off : +LANES] = the FMA chain over q < AXPY_ROWS, in increasing q, of
-    x[x_off + q*x_stride] * src[src_off + q*rs : +LANES], from dst's vector; the shape's rule.
+def _axpy_rows(count):
+    """An intrinsic adding ``count`` rows of ``src`` into a vector of ``dst``."""
 
-    ``axpy_vector`` AXPY_ROWS times in one: the same multiply-adds in the same
-    order, with ``dst``'s vector loaded and stored once, not once per row.
-    """
-    found = _copy_args(shape, src, dst)
-    if found is None or x != src:
-        return None
-    s, dtype = found
+    @intrinsic
+    def axpy_rows(typingctx, shape, x, x_off, x_stride, src, src_off, rs, dst, dst_off):
+        """dst[dst_off : +LANES] = the FMA chain over q < count, in increasing q, of
+        x[x_off + q*x_stride] * src[src_off + q*rs : +LANES], from dst's vector; the shape's rule.
 
-    def codegen(context, builder, signature, args):
-        _, xp, xo, xs, sp, so, rsv, dp, do = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
-        target = _vector_ptr(builder, dp, do, vec)
-        value = builder.load(target, align=1)
-        for q in range(AXPY_ROWS):
-            step = ir.Constant(_I64, q)
-            scale = builder.load(builder.gep(xp, [builder.add(xo, builder.mul(step, xs))]))
-            row = builder.load(_vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1)
-            value = builder.call(fma, [_splat(builder, scale, vec), row, value])
-        builder.store(value, target, align=1)
-        return context.get_dummy_value()
+        ``axpy_vector`` count times in one: the same multiply-adds in the same
+        order, with ``dst``'s vector loaded and stored once, not once per row.
+        """
+        found = _copy_args(shape, src, dst)
+        if found is None or x != src:
+            return None
+        s, dtype = found
 
-    return types.void(shape, x, types.intp, types.intp, src, types.intp, types.intp, dst, types.intp), codegen
+        def codegen(context, builder, signature, args):
+            _, xp, xo, xs, sp, so, rsv, dp, do = args
+            vec = _vector_type(s, dtype)
+            fma = _declare_fma(builder.module, s.fused, vec)
+            target = _vector_ptr(builder, dp, do, vec)
+            value = builder.load(target, align=1)
+            for q in range(count):
+                step = ir.Constant(_I64, q)
+                scale = builder.load(builder.gep(xp, [builder.add(xo, builder.mul(step, xs))]))
+                row = builder.load(_vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1)
+                value = builder.call(fma, [_splat(builder, scale, vec), row, value])
+            builder.store(value, target, align=1)
+            return context.get_dummy_value()
+
+        return types.void(shape, x, types.intp, types.intp, src, types.intp, types.intp, dst, types.intp), codegen
+
+    return axpy_rows
+
+
+axpy_rows = _axpy_rows(AXPY_ROWS)
+axpy_rows_wide = _axpy_rows(AXPY_ROWS_WIDE)
 
 
 @intrinsic

@@ -24,11 +24,13 @@ from .packing import pack_b_panel
 from .simd import (
     ACCUMULATE,
     AXPY_ROWS,
+    AXPY_ROWS_WIDE,
     DOT_VECTORS,
     OVERWRITE,
     address,
     advance,
     axpy_rows,
+    axpy_rows_wide,
     axpy_vector,
     dot_steps,
     dot_tail,
@@ -133,6 +135,16 @@ GEMV_CHUNK = 4096
 # B 8 MiB 48 / 43, 16 MiB 23 / 31, 32 MiB 17 / 22, 64 MiB 18-19 / 20-23.
 GEMV_FETCH_MIN_BYTES = 16 << 20
 GEMV_FETCH_AHEAD = 16384
+# From this many bytes of B (twice this host's L3), rows are added
+# AXPY_ROWS_WIDE at a time (``axpy_rows_wide``), the requests twice as many rows
+# ahead: the row buffer's loads and stores halve while B comes from memory.
+# Zen 4 host, one thread, paired runs in one process (calls in a shuffled order),
+# time of 4-row groups / 8-row groups: float32 [1,4096] @ [4096,4096] 1.01-1.09x,
+# [1,2048] @ [2048,8192] 1.07x, float64 [1,3072] @ [3072,3072] 1.08-1.11x,
+# [1,4096] @ [4096,4096] 1.07-1.13x; where B stays in the L3 the 8-row groups
+# lost: float32 [1,2048] @ [2048,2048] (16 MiB) 0.80-0.94x, [1,3072] @ [3072,3072]
+# (36 MiB) 0.95-0.97x.
+GEMV_WIDE_MIN_BYTES = 64 << 20
 
 
 @njit(cache=True)
@@ -156,11 +168,12 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     For each chunk of columns and each KC block, the chunk's partial sums live in
     ``row`` (L1) and every row of B is read once, contiguously: the read
     bandwidth bound, where a register tile walking down B's columns jumps one
-    row stride per k.  B's rows are added AXPY_ROWS at a time (``axpy_rows``),
-    so the row buffer is read and written once per AXPY_ROWS rows of B: one row
-    at a time, its traffic evicted B's lines from the L1 (Zen 4, 32 KiB L1,
-    one thread, paired, float32: [1,512] @ [512,2048] 128 -> 94 us,
-    [1,4096] @ [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Each element is still
+    row stride per k.  B's rows are added a group at a time (``axpy_rows``,
+    AXPY_ROWS; ``axpy_rows_wide`` from GEMV_WIDE_MIN_BYTES of B), so the row
+    buffer is read and written once per group of rows of B: one row at a
+    time, its traffic evicted B's lines from the L1 (Zen 4, 32 KiB L1, one
+    thread, paired, float32: [1,512] @ [512,2048] 128 -> 94 us, [1,4096] @
+    [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Each element is still
     the FMA chain of its KC block in increasing k from zero, merged by the
     usual rules, so the bits are those of every other path.
     """
@@ -168,25 +181,31 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     zero = alpha - alpha
     item_bytes = 64 // line_elements(rule, b)
     fetch = n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
+    wide = n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
+    group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     for j0 in range(0, n, GEMV_CHUNK):
         width = min(GEMV_CHUNK, n - j0)
         whole = width - width % lanes
-        ahead = (GEMV_FETCH_AHEAD + width - 1) // width * rs_b  # the same columns, rows ahead
+        # The same columns, as many groups of rows ahead as GEMV_FETCH_AHEAD asks of groups of AXPY_ROWS.
+        ahead = (GEMV_FETCH_AHEAD * (group // AXPY_ROWS) + width - 1) // width * rs_b
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
-            grouped = depth - depth % AXPY_ROWS
+            grouped = depth - depth % group
             for j in range(width):
                 row[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
-            for p in range(0, grouped, AXPY_ROWS):
+            for p in range(0, grouped, group):
                 x_at = a_off + (pc + p) * cs_a
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(0, whole, lanes):
                     if fetch:
-                        for q in range(AXPY_ROWS):
+                        for q in range(group):
                             prefetch_read_l2(b, start + q * rs_b + j + ahead)
-                    axpy_rows(rule, a, x_at, cs_a, b, start + j, rs_b, row, j)
+                    if wide:
+                        axpy_rows_wide(rule, a, x_at, cs_a, b, start + j, rs_b, row, j)
+                    else:
+                        axpy_rows(rule, a, x_at, cs_a, b, start + j, rs_b, row, j)
                 for j in range(whole, width):
-                    for q in range(AXPY_ROWS):
+                    for q in range(group):
                         row[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], row[j])
             for p in range(grouped, depth):
                 x = a[a_off + (pc + p) * cs_a]

@@ -117,6 +117,29 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
         np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got)
 
 
+@pytest.mark.parametrize("kc", [None, 2 * unpacked.AXPY_ROWS_WIDE + 3])
+def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatch):
+    """A B large enough for the single-row stream to add its rows in wide groups: KC blocks
+    that end inside a group, edge columns; right, and the bits of the blocked driver."""
+    rng = np.random.default_rng(9)
+    n = unpacked.GEMV_CHUNK + 3  # a second chunk of edge columns
+    k = unpacked.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
+    assert n * k * dtype.itemsize >= unpacked.GEMV_WIDE_MIN_BYTES and k % unpacked.AXPY_ROWS_WIDE
+    x = random_matrix(rng, (2, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    if kc is not None:
+        plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=kc))
+    try:
+        with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
+            got = smallgemm.matmul(x[0], w)
+            c = random_matrix(rng, (1, n), dtype)
+            assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
+        assert_close(got[None, :], 1.0, x[:1], w)
+        np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[0])
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
+
+
 def dot_forms(rng, rows, k, dtype):
     """(name, matrix whose rows are contiguous along k, vector): the layouts the row dots read."""
     yield "contiguous", random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
