@@ -100,5 +100,14 @@ def watch(root: str) -> None:
 
 
 def locator_of(dispatcher):
-    """The cache locator a jitted function's cache uses (for ``info`` and the tests)."""
+    """The cache locator a jitted function's cache uses (for the tests)."""
     return dispatcher._cache._impl.locator
+
+
+def describe(root: str) -> dict:
+    """Where the functions of the modules at the top of the watched ``root`` are cached,
+    and the source stamp their cache is valid for (``None`` where nothing is cacheable)."""
+    locator = PackageStampLocator.from_function(describe, os.path.join(os.path.realpath(root), "__init__.py"))
+    if locator is None:
+        return {"directory": None, "stamp": source_fingerprint(os.path.realpath(root))}
+    return {"directory": locator.get_cache_path(), "stamp": locator.get_source_stamp()}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import llvmlite
 import numba
 import numpy as np
 
-from . import __version__, cpu, dispatch, plan, threads
+from . import __version__, compile_cache, cpu, dispatch, plan, threads
 
 
 def threading_layer() -> str:
@@ -38,6 +40,7 @@ def info() -> dict:
             "threading_layer": threading_layer(),
         },
         "versions": {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": np.__version__},
+        "compile_cache": compile_cache.describe(os.path.dirname(__file__)),
     }
 
 
@@ -60,6 +63,8 @@ def format_info(data: dict) -> str:
     lines.append(f"threads        {t['num_threads']} (Numba pool {t['numba_pool']}, layer {t['threading_layer']})")
     v = data["versions"]
     lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
+    cache = data["compile_cache"]
+    lines.append(f"compile cache  {cache['directory'] or 'none (not writable)'} (sources {cache['stamp'][:12]})")
     return "\n".join(lines)
 
 

@@ -1,6 +1,7 @@
 """Thread settings: the functions, the context manager, threadpoolctl, info()."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -9,6 +10,7 @@ import pytest
 import threadpoolctl
 
 import smallgemm
+from smallgemm import compile_cache
 
 
 def test_set_get_and_context_manager():
@@ -78,9 +80,13 @@ def test_info_describes_the_machine():
     for sizes in data["block_sizes"].values():
         assert min(sizes.values()) > 0
     assert set(data["versions"]) == {"numba", "llvmlite", "numpy"}
+    package = os.path.dirname(os.path.realpath(smallgemm.__file__))
+    assert data["compile_cache"]["stamp"] == compile_cache.source_fingerprint(package)
+    assert os.path.isdir(data["compile_cache"]["directory"])
     done = run_python("import runpy, sys; sys.argv = ['smallgemm', 'info']; runpy.run_module('smallgemm', run_name='__main__')")
     assert done.returncode == 0, done.stderr
     assert "kernel" in done.stdout and "MC=" in done.stdout
+    assert f"compile cache  {data['compile_cache']['directory']}" in done.stdout
 
 
 def test_info_with_a_forced_kernel_reports_it():
