@@ -276,7 +276,36 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     return prep
 
 
-def _oriented(a, b, c):
+# A narrow product is turned over (``_turns_narrow``) from this depth and this
+# many elements of A: below, the strip packing costs more than the padding.
+TURNED_NARROW_MIN_DEPTH = 32
+TURNED_NARROW_MIN_A = {4: 8192, 8: 1 << 17}
+
+
+def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
+    """Whether a C at most half as wide as the narrow tile is computed turned over.
+
+    With 2-8 float32 columns (2-4 float64) the narrow tile computes 16 (8)
+    lanes for each row; turned over (C^T = B^T A^T), the product is a few rows
+    (n) times A^T, whose columns are A's contiguous rows: the stream packs
+    them a strip at a time with in-register transposes (``x @ W.T``) and its
+    few-rows tile computes no padding for 4 rows.  Zen 4 host, one thread,
+    through ``matmul``, paired runs in one process, narrow tile / turned over:
+    float32 n = 2-4 1.10-1.6x (``300x3x32`` ... ``512x4x512``), n = 8 1.08-1.11x,
+    but ``1000x4x8`` 0.47x, ``40x4x40`` 0.72x, ``64x2x64`` 0.98x; float64 n = 4 1.0-1.05x,
+    ``512x4x512`` 1.77x, ``1000x4x16`` 0.80x, ``64x2x64`` 0.91x; through ``plan.run``,
+    float32 n = 12 0.91-0.99x, float64 n = 6-8 0.70-0.89x.  A needs more than
+    FEW_ROWS_MAX rows (they become the turned columns), TURNED_NARROW_MIN_DEPTH
+    columns and TURNED_NARROW_MIN_A elements (float64: 2^17, where it won).
+    """
+    k = a.shape[1]
+    return (
+        1 < n and 2 * n <= narrow_cols and m > FEW_ROWS_MAX and k >= TURNED_NARROW_MIN_DEPTH
+        and m * k >= TURNED_NARROW_MIN_A[a.itemsize] and a.strides[1] == a.itemsize
+    )
+
+
+def _oriented(a, b, c, narrow_cols):
     """(a, b, c, swapped): the problem turned the way the kernels read it best.
 
     The kernel writes rows of C with vector stores: for a C whose columns are
@@ -285,7 +314,8 @@ def _oriented(a, b, c):
     gradient of a small output layer) is a few-rows product turned over: its
     rows of B^T = x are contiguous and stream, where the tiles of the
     untransposed problem walk down A one row stride per k
-    (``x.T @ g``, x [256,2048], g [256,10], one thread, 320-370 -> 116-119 µs).  Each
+    (``x.T @ g``, x [256,2048], g [256,10], one thread, 320-370 -> 116-119 µs);
+    so is a C narrower than half the narrow tile (``_turns_narrow``).  Each
     element is the same chain of FMAs either way (a product does not depend
     on its operands' order), so the bits do not change.
     """
@@ -294,6 +324,8 @@ def _oriented(a, b, c):
         return b.T, a.T, c.T, True
     m, n = c.shape
     if n <= FEW_ROWS_MAX < m and a.strides[0] == size and a.strides[1] != size:
+        return b.T, a.T, c.T, True
+    if _turns_narrow(m, n, a, narrow_cols):
         return b.T, a.T, c.T, True
     return a, b, c, False
 
@@ -355,12 +387,12 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     n = b.shape[1]
     if _trivial(m, n, k, alpha, beta, c):
         return
-    a, b, c, swapped = _oriented(a, b, c)
-    if swapped:
-        m, n = n, m
     dtype = c.dtype
     kernel = dispatch.current()
     prep = prepared(kernel, dtype)
+    a, b, c, swapped = _oriented(a, b, c, prep.narrow_cols)
+    if swapped:
+        m, n = n, m
     ws = prep.workspace
     workers = threads.get_num_threads()
     one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
@@ -425,14 +457,14 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     if offsets_c.shape[0] == 1 and offsets_a[0] == offsets_b[0] == offsets_c[0] == 0:
         run(1.0, a, b, 0.0, c)  # a stack of one: the lone product, on threads where it is worth it
         return
-    a, b, c, swapped = _oriented(a, b, c)
+    dtype = c.dtype
+    kernel = dispatch.current()
+    prep = prepared(kernel, dtype)
+    a, b, c, swapped = _oriented(a, b, c, prep.narrow_cols)
     if swapped:
         offsets_a, offsets_b = offsets_b, offsets_a
     m, k = a.shape
     n = b.shape[1]
-    dtype = c.dtype
-    kernel = dispatch.current()
-    prep = prepared(kernel, dtype)
     ws = prep.workspace
     workers = threads.get_num_threads()
     unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, workers == 1)
@@ -504,10 +536,13 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
 
     Requires one dtype, 1 <= m*n*k <= unpacked_max_volume(dtype), less than PARALLEL_MIN_STREAM elements streamed
     (B, or A when n == 1), unit-stride rows of C and of B (or of B's columns when m == 1, of A's rows when
-    n == 1); the cheapest way in (matmul's small-matrix path).
+    n == 1); the cheapest way in (matmul's small-matrix path).  A narrow C is turned over
+    as ``run`` turns it (``_turns_narrow``).
     """
     prep = prepared(dispatch.current(), c.dtype)
     ws = prep.workspace
+    if 2 * c.shape[1] <= prep.narrow_cols and _turns_narrow(c.shape[0], c.shape[1], a, prep.narrow_cols):
+        a, b, c = b.T, a.T, c.T
     prep.unpacked(
         prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc,
         ws.scratch, ws.sums,

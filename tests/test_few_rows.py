@@ -140,6 +140,56 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatc
         plan.set_block_sizes(kernel, dtype, None)
 
 
+def narrow_operands(rng, kernel, dtype, n, large):
+    """(a, b) of a product narrow enough to be turned over: past TURNED_NARROW_MIN_A, and
+    past the unpacked volume (the planner's way in) when ``large``, else within it (the
+    small path's)."""
+    k = max(plan.TURNED_NARROW_MIN_DEPTH + 5, -(-plan.TURNED_NARROW_MIN_A[dtype.itemsize] // 300))
+    m = plan.UNPACKED_MAX_VOLUME[dtype.itemsize] // (n * k) + 7 if large else 300
+    return random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
+@pytest.mark.parametrize("large", [False, True], ids=["small path", "planner"])
+def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n, large, monkeypatch):
+    """A C at most half the narrow tile wide is computed turned over (few rows times a
+    transposed A): right, and the bits of the narrow tile, of the blocked driver, of each
+    row alone and of any thread count; through matmul and gemm (alpha, beta, C's layouts)."""
+    rng = np.random.default_rng(n)
+    a, b = narrow_operands(rng, kernel, dtype, n, large)
+    turned = 2 * n <= kernel.narrow.cols(dtype.itemsize)
+    assert plan._turns_narrow(a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
+    with smallgemm.num_threads(1):
+        got = smallgemm.matmul(a, b)
+        with monkeypatch.context() as patch:
+            patch.setattr(plan, "TURNED_NARROW_MIN_DEPTH", a.shape[1] + 1)  # not turned
+            np.testing.assert_array_equal(smallgemm.matmul(a, b), got)
+        for i in (0, a.shape[0] // 2, a.shape[0] - 1):
+            np.testing.assert_array_equal(smallgemm.matmul(a[i], b), got[i], err_msg=f"row {i}")
+        for order in ("C", "F"):
+            c = random_matrix(rng, got.shape, dtype, order)
+            assert_close(smallgemm.gemm(0.5, a, b, beta=-2.0, c=c), 0.5, a, b, -2.0, c)
+        padded = random_matrix(rng, (a.shape[0], a.shape[1] + 3), dtype)[:, 1:-2]  # rows 3 elements apart more
+        padded[...] = a
+        np.testing.assert_array_equal(smallgemm.matmul(padded, b), got)
+    assert_close(got, 1.0, a, b)
+    np.testing.assert_array_equal(blocked_product(a, b, monkeypatch), got)
+    for threads in (2, 3):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"{threads} threads")
+
+
+def test_narrow_products_in_a_stack_are_turned_over_alike(kernel, dtype):
+    """A stack of narrow products: each product the bits of the same product alone."""
+    rng = np.random.default_rng(5)
+    a, b = narrow_operands(rng, kernel, dtype, 3, False)
+    stack_a = np.stack([a, a[::-1], 2 * a])
+    stack_b = np.stack([b, b[::-1], -b])
+    got = smallgemm.matmul(stack_a, stack_b)
+    for t in range(3):
+        np.testing.assert_array_equal(got[t], smallgemm.matmul(stack_a[t], stack_b[t]), err_msg=f"product {t}")
+
+
 def dot_forms(rng, rows, k, dtype):
     """(name, matrix whose rows are contiguous along k, vector): the layouts the row dots read."""
     yield "contiguous", random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
@@ -236,7 +286,7 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
     k, m = 70, 300
     x = random_matrix(rng, (k, m), dtype)
     g = random_matrix(rng, (k, n), dtype)
-    assert plan._oriented(x.T, g, np.empty((m, n), dtype))[3]  # the turned-over path
+    assert plan._oriented(x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[3]  # the turned-over path
     expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
     assert_close(expected, 1.0, x.T, g)
     for threads in (1, 2, 3, 8):
