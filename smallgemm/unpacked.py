@@ -137,13 +137,14 @@ GEMV_FETCH_MIN_BYTES = 16 << 20
 GEMV_FETCH_AHEAD = 16384
 # From this many bytes of B (twice this host's L3), rows are added
 # AXPY_ROWS_WIDE at a time (``axpy_rows_wide``), the requests twice as many rows
-# ahead: the row buffer's loads and stores halve while B comes from memory.
-# Zen 4 host, one thread, paired runs in one process (calls in a shuffled order),
-# time of 4-row groups / 8-row groups: float32 [1,4096] @ [4096,4096] 1.01-1.09x,
-# [1,2048] @ [2048,8192] 1.07x, float64 [1,3072] @ [3072,3072] 1.08-1.11x,
-# [1,4096] @ [4096,4096] 1.07-1.13x; where B stays in the L3 the 8-row groups
-# lost: float32 [1,2048] @ [2048,2048] (16 MiB) 0.80-0.94x, [1,3072] @ [3072,3072]
-# (36 MiB) 0.95-0.97x.
+# ahead: the row buffer's loads and stores halve.  Zen 4 host, one thread,
+# paired runs in one process, time of 4-row / 8-row groups, back to back on the
+# same B (part of it still in the L3): float32 [1,4096] @ [4096,4096] 1.01-1.10x,
+# [1,2048] @ [2048,8192] 1.07-1.10x, float64 [1,3072] @ [3072,3072] 1.08-1.13x,
+# [1,4096] @ [4096,4096] 1.07-1.13x; each after a read of 64 MiB of other data
+# (B from memory only), float32 0.97-1.03x, float64 0.98-1.03x.  Where B stays in
+# the L3 the 8-row groups lost: float32 [1,2048] @ [2048,2048] (16 MiB)
+# 0.80-0.94x, [1,3072] @ [3072,3072] (36 MiB) 0.95-0.97x.
 GEMV_WIDE_MIN_BYTES = 64 << 20
 
 
