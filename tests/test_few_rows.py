@@ -172,6 +172,9 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
         padded = random_matrix(rng, (a.shape[0], a.shape[1] + 3), dtype)[:, 1:-2]  # rows 3 elements apart more
         padded[...] = a
         np.testing.assert_array_equal(smallgemm.matmul(padded, b), got)
+        np.testing.assert_array_equal(smallgemm.matmul(a[::-1], b), got[::-1])  # rows read backwards
+        same_rows = np.broadcast_to(a[3], a.shape)  # a zero row stride
+        np.testing.assert_array_equal(smallgemm.matmul(same_rows, b), np.broadcast_to(got[3], got.shape))
     assert_close(got, 1.0, a, b)
     np.testing.assert_array_equal(blocked_product(a, b, monkeypatch), got)
     for threads in (2, 3):
