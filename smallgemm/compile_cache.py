@@ -25,7 +25,7 @@ import os
 from numba.core import caching
 
 # Numba's list of cache locator classes, tried in order for each cached
-# function (``CacheImpl`` since Numba 0.61, ``_CacheImpl`` before).
+# function (``CacheImpl`` in recent Numba releases, ``_CacheImpl`` in older ones).
 _CACHE_IMPL = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
 
 _watched_roots: list[str] = []
@@ -35,7 +35,7 @@ _watched_roots: list[str] = []
 def source_fingerprint(root: str) -> str:
     """A hash of the relative paths and contents of every ``.py`` file under ``root``."""
     digest = hashlib.sha256()
-    for folder, subfolders, files in sorted(os.walk(root)):
+    for folder, subfolders, files in os.walk(root):  # top-down: the pruned, sorted folders next
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, name)
