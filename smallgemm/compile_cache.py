@@ -99,11 +99,6 @@ def watch(root: str) -> None:
         _CACHE_IMPL._locator_classes.insert(0, PackageStampLocator)
 
 
-def locator_of(dispatcher):
-    """The cache locator a jitted function's cache uses (for the tests)."""
-    return dispatcher._cache._impl.locator
-
-
 def describe(root: str) -> dict:
     """Where the functions of the modules at the top of the watched ``root`` are cached,
     and the source stamp their cache is valid for (``None`` where nothing is cacheable)."""

@@ -134,8 +134,13 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatc
             got = smallgemm.matmul(x[0], w)
             c = random_matrix(rng, (1, n), dtype)
             assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
+            backwards = np.ascontiguousarray(x[0, ::-1])[::-1]  # the same row read with stride -1
+            np.testing.assert_array_equal(smallgemm.matmul(backwards, w), got)
         assert_close(got[None, :], 1.0, x[:1], w)
         np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[0])
+        for threads in (2, 3):
+            with smallgemm.num_threads(threads):
+                np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got, err_msg=f"{threads} threads")
     finally:
         plan.set_block_sizes(kernel, dtype, None)
 
