@@ -211,6 +211,28 @@ def advance(typingctx, ptr, count):
 
 
 @intrinsic
+def elements_to_vector_boundary(typingctx, shape, ptr, offset):
+    """Elements from ``ptr + offset`` to the next address that is a multiple of the shape's
+    vector size (0 when it is one, and when the address is not a multiple of the element
+    size: such a pointer never reaches one): loads from there on never straddle two lines."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(offset, types.Integer):
+        return None
+    size = _itemsize(dtype)
+    vector_bytes = shape.shape.lanes(size) * size
+
+    def codegen(context, builder, signature, args):
+        _, p, off = args
+        at = builder.ptrtoint(builder.gep(p, [off]), _I64)
+        into = builder.and_(at, ir.Constant(_I64, vector_bytes - 1))
+        to_boundary = builder.and_(builder.sub(ir.Constant(_I64, vector_bytes), into), ir.Constant(_I64, vector_bytes - 1))
+        whole = builder.icmp_unsigned("==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0))
+        return builder.select(whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0))
+
+    return types.int64(shape, ptr, offset), codegen
+
+
+@intrinsic
 def multiply_add(typingctx, shape, x, y, z):
     """x*y + z with the shape's rule: fused (one rounding) or ``llvm.fmuladd``.
 
@@ -919,8 +941,6 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
 
 # Vectors of sums a dot block holds (``dot_zero``); each holds LANES rows'.
 DOT_VECTORS = 1
-# Bytes ahead of each row's reads that ``dot_steps`` requests it.
-DOT_AHEAD_BYTES = 512
 
 
 def _dot_shape(shape: TileShape) -> TileShape:
@@ -963,8 +983,6 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
             row = ir.Constant(_I64, g * lanes + r)
             row = builder.select(builder.icmp_signed("<", row, rows), row, last)
             offsets.append(builder.add(moff, builder.mul(row, ld)))
-            if mask is None and DOT_AHEAD_BYTES:
-                _prefetch(builder, builder.gep(mp, [offsets[-1]]), DOT_AHEAD_BYTES, _READ)
         if mask is None:
             columns = _transpose(builder, [builder.load(_vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes)
         else:
@@ -995,8 +1013,9 @@ def dot_steps(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows):
     LANES x LANES block of rows is transposed in registers, and lane r of a
     vector then takes row r's FMA chain in increasing k: the chain every
     other path gives an element of C.  Rows at or past ``live_rows`` re-read
-    the last live row (their sums are never used).  Each row's line
-    DOT_AHEAD_BYTES ahead is requested.
+    the last live row (their sums are never used).  Nothing is requested
+    ahead: the prefetchers follow the rows (a request 512 bytes ahead of each
+    row was 4-20 % slower on Zen 4, 4 % faster on the eighth session's Intel host).
     """
     found = _dot_args(block, v, mat)
     if found is None:

@@ -4,9 +4,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from numba import njit
 
 import smallgemm
-from smallgemm import blocking, parallel, plan, unpacked
+from smallgemm import blocking, parallel, plan, simd, unpacked
 from conftest import blocked_product, random_matrix
 from reference import assert_close
 
@@ -236,6 +237,77 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
             assert_close(smallgemm.gemm(-0.5, x[None, :], w, beta=2.0, c=c, trans_b=True), -0.5, x[None, :], w.T, 2.0, c)
     finally:
         plan.set_block_sizes(kernel, dtype, None)
+
+
+def starts_within_a_line(rng, rows, cols, ld, dtype):
+    """(offset, matrix [rows, cols] whose data starts ``offset`` elements into a 64-byte
+    line) for every offset; the row stride ``ld`` is a whole number of lines, so all rows
+    start at the same place within a vector, as in most NumPy arrays (16 bytes in)."""
+    per_line = 64 // dtype.itemsize
+    assert ld % per_line == 0 and cols <= ld
+    raw = random_matrix(rng, (rows * ld + 2 * per_line,), dtype)
+    first = -(raw.ctypes.data // dtype.itemsize) % per_line
+    for offset in range(per_line):
+        start = first + offset
+        yield offset, raw[start : start + rows * ld].reshape(rows, ld)[:, :cols]
+
+
+@njit
+def to_vector_boundary(shape, arr, offset):
+    return simd.elements_to_vector_boundary(shape, simd.address(arr), offset)
+
+
+def test_elements_to_a_vector_boundary(kernel, dtype):
+    """The count the row dots and the single-row stream align their loads with: elements to
+    the next multiple of the vector size, none from an address between two elements."""
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    raw = np.zeros(4 * lanes, dtype)
+    first = -(raw.ctypes.data // dtype.itemsize) % lanes
+    for offset in range(2 * lanes):
+        assert to_vector_boundary(kernel.gemv, raw, first + offset) == (-offset) % lanes, offset
+    between = np.frombuffer(bytearray(4 * lanes * dtype.itemsize + 1), dtype, count=4 * lanes, offset=1)
+    assert [to_vector_boundary(kernel.gemv, between, j) for j in range(lanes)] == [0] * lanes
+
+
+@pytest.mark.parametrize("k", [1, 5, 37, 70])
+def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parallel, monkeypatch):
+    """Row dots of rows that all start at one place within a vector, for every place: the
+    steps before a vector boundary taken on their own (in every KC block) give the bits of
+    the blocked driver, on any thread count."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # no one-thread way in, whatever the size
+    rng = np.random.default_rng(k)
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
+    try:
+        x = random_matrix(rng, (k,), dtype)
+        ld = -(-(k + 1) // 16) * 16
+        for offset, w in starts_within_a_line(rng, 33, k, ld, dtype):
+            expected = blocked_product(x[None, :], w.T, monkeypatch)[0]
+            assert_close(expected[None, :], 1.0, x[None, :], w.T)
+            for threads in (1, 2, 3):
+                with smallgemm.num_threads(threads):
+                    for way, got in {"W @ x": smallgemm.matmul(w, x), "x @ W.T": smallgemm.matmul(x, w.T)}.items():
+                        np.testing.assert_array_equal(got, expected, err_msg=f"offset {offset}: {way}, {threads} threads")
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
+
+
+def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
+    """One row times a B whose rows all start at one place within a vector, for every place,
+    wide enough for two column chunks and large enough to be shared out: the columns before
+    a vector boundary taken one by one give the bits of the blocked driver, on any thread
+    count."""
+    rng = np.random.default_rng(3)
+    n = unpacked.GEMV_CHUNK + 21  # a chunk, its lead and a chunk of edge columns
+    ld = -(-(n + 1) // 16) * 16
+    k = parallel.GEMV_ROWS_PARALLEL_MIN_BYTES // (n * dtype.itemsize) + 3  # streamed on each worker
+    x = random_matrix(rng, (2, k), dtype)
+    for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
+        expected = blocked_product(x, w, monkeypatch)[0]
+        assert_close(expected[None, :], 1.0, x[:1], w)
+        for threads in (1, 2, 3):
+            with smallgemm.num_threads(threads):
+                np.testing.assert_array_equal(smallgemm.matmul(x[0], w), expected, err_msg=f"offset {offset}, {threads} threads")
 
 
 @pytest.mark.parametrize("count", [2, 3, 7])
