@@ -194,6 +194,12 @@ def few_rows(header):
                     lambda: np.matmul(x, w_t.T), threads, "")
         for name, mat, vec in matrix_vector:
             compare(f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, "")
+
+            def lane_wise(mat=mat, vec=vec):
+                with smallgemm.batch_invariant(False):
+                    return smallgemm.matmul(mat, vec)
+
+            compare(f"W @ x, {name}, batch invariance off", lane_wise, lambda: np.matmul(mat, vec), threads, "")
     from smallgemm.peak import read_pass
 
     # The bound: a plain read of as many bytes as W (64 MiB, twice the L3), timed interleaved

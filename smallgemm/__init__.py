@@ -2,7 +2,7 @@
 
 Public API: ``matmul`` (a drop-in ``numpy.matmul``), ``gemm`` (BLAS-style,
 scipy's calling convention), kernel selection, thread settings, ``info`` and
-``peak`` (the machine's measured limits).
+``peak`` (the machine's measured limits), and the batch-invariance setting.
 """
 
 __version__ = "0.1.0"
@@ -14,7 +14,7 @@ from . import compile_cache as _compile_cache
 _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function is defined
 
 from .api import gemm
-from .dispatch import get_kernel, set_kernel, use_kernel
+from .dispatch import batch_invariant, get_batch_invariant, get_kernel, set_batch_invariant, set_kernel, use_kernel
 from .info import info
 from .matmul import matmul
 from .packed import PackedMatrix, pack
@@ -27,7 +27,9 @@ from .tune.record import apply_config as _apply_config
 _set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
 
 __all__ = [
+    "batch_invariant",
     "gemm",
+    "get_batch_invariant",
     "get_kernel",
     "get_num_threads",
     "info",
@@ -36,6 +38,7 @@ __all__ = [
     "pack",
     "PackedMatrix",
     "peak",
+    "set_batch_invariant",
     "set_kernel",
     "set_num_threads",
     "use_kernel",

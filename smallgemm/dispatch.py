@@ -3,11 +3,16 @@
 Forcing a kernel (``SMALLGEMM_KERNEL`` or :func:`set_kernel`) is how the tests
 run all three kernels on one AVX-512 machine; forcing one the CPU cannot run is
 an error, never a crash.
+
+Batch invariance (the default) can be given up for matrix-vector row dots
+(``SMALLGEMM_BATCH_INVARIANT=0`` or :func:`set_batch_invariant`): the kernel
+then carries a row-dots rule that sums lane-wise (``TileShape.lane_sums``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import threading
 from collections.abc import Iterator
@@ -17,6 +22,7 @@ from .kernels import KERNELS, Kernel, kernel_by_name
 
 _lock = threading.Lock()
 _forced: Kernel | None = None
+_lane_sums: bool = not settings.BATCH_INVARIANT
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,9 +54,23 @@ def set_kernel(name: str | None) -> None:
         _forced = kernel
 
 
+_lane_wise: dict[str, Kernel] = {}
+
+
+def _summing_lane_wise(kernel: Kernel) -> Kernel:
+    """``kernel`` with a row-dots rule that sums lane-wise, one object per kernel (looked up
+    by name: hashing the kernel itself cost 1.4 us of every call)."""
+    variant = _lane_wise.get(kernel.name)
+    if variant is None:
+        variant = _lane_wise[kernel.name] = dataclasses.replace(kernel, gemv=dataclasses.replace(kernel.gemv, lane_sums=True))
+    return variant
+
+
 def current() -> Kernel:
-    """The kernel the next call will use."""
-    return _forced if _forced is not None else detect()
+    """The kernel the next call will use (with the lane-wise row dots when batch
+    invariance is given up)."""
+    kernel = _forced if _forced is not None else detect()
+    return _summing_lane_wise(kernel) if _lane_sums else kernel
 
 
 def get_kernel() -> str:
@@ -69,6 +89,38 @@ def use_kernel(name: str | None) -> Iterator[None]:
     finally:
         with _lock:
             _forced = previous
+
+
+def set_batch_invariant(invariant: bool) -> None:
+    """Whether a row of C gets the same bits on every path (True, the default: alone, in
+    a batch, in a large product).  False lets a matrix times a vector along contiguous rows
+    (``W @ x``, ``x @ W.T`` for one row, with a contiguous vector) sum each row lane-wise
+    as BLAS's GEMV does, 1.3-1.45x faster from the L2 or L3; its bits then differ from
+    those of the same row in a larger product (they still do not depend on the thread
+    count).  Nothing else changes."""
+    global _lane_sums
+    if not isinstance(invariant, bool):
+        raise TypeError(f"batch invariance is True or False, got {invariant!r}")
+    with _lock:
+        _lane_sums = not invariant
+
+
+def get_batch_invariant() -> bool:
+    """Whether every path gives a row of C the same bits (see :func:`set_batch_invariant`)."""
+    return not _lane_sums
+
+
+@contextlib.contextmanager
+def batch_invariant(invariant: bool) -> Iterator[None]:
+    """:func:`set_batch_invariant` inside a ``with`` block, restoring the previous setting after."""
+    global _lane_sums
+    previous = _lane_sums
+    set_batch_invariant(invariant)
+    try:
+        yield
+    finally:
+        with _lock:
+            _lane_sums = previous
 
 
 if settings.KERNEL is not None:

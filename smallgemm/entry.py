@@ -59,7 +59,7 @@ class Entry:
 
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
-        key = (kernel.name, dtype.char)
+        key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
         fn = self._compiled.get(key)
         if fn is None:
             with self._lock:  # compile (or load from the cache) once, even under threads

@@ -30,6 +30,7 @@ def info() -> dict:
             "detected": dispatch.detect().name,
             "description": kernel.description,
             "tiles": {dt: kernel.tile_name(dt) for dt in ("float32", "float64")},
+            "batch_invariant": dispatch.get_batch_invariant(),
         },
         "block_sizes": {
             dt: vars(plan.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
@@ -55,7 +56,8 @@ def format_info(data: dict) -> str:
             f"L{x['level']} {x['size'] // 1024} KiB {x['ways']}-way ({x['source']})" for x in c["caches"]
         ),
         f"kernel         {data['kernel']['name']} (detected: {data['kernel']['detected']}): "
-        + ", ".join(data["kernel"]["tiles"].values()),
+        + ", ".join(data["kernel"]["tiles"].values())
+        + ("" if data["kernel"]["batch_invariant"] else "; row dots summed lane-wise (not batch-invariant)"),
     ]
     for dt, sizes in data["block_sizes"].items():
         lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")

@@ -268,7 +268,7 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     if prep is not None and prep.kernel is kernel and prep.dtype is dtype and prep.version == _version:
         return prep
     cache = local.cache
-    key = (kernel.name, dtype.char)
+    key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
     prep = cache.get(key)
     if prep is None or prep.version != _version:
         prep = cache[key] = _Prepared(kernel, dtype, _version)

@@ -3,6 +3,7 @@
 SMALLGEMM_KERNEL       avx512 | avx2 | portable   force a microkernel
 SMALLGEMM_NUM_THREADS  positive integer           threads used by one call
 SMALLGEMM_CONFIG       path                       tuned configuration to load
+SMALLGEMM_BATCH_INVARIANT  1 (default) | 0        0: matrix-vector row dots sum lane-wise
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def _env_threads() -> int | None:
     return threads
 
 
+def _env_batch_invariant() -> bool:
+    value = os.environ.get("SMALLGEMM_BATCH_INVARIANT", "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(f"SMALLGEMM_BATCH_INVARIANT must be 0 or 1, got {value!r}")
+    return value != "0"
+
+
 KERNEL: str | None = _env_kernel()
 NUM_THREADS: int | None = _env_threads()
 CONFIG_PATH: str | None = os.environ.get("SMALLGEMM_CONFIG") or None
+BATCH_INVARIANT: bool = _env_batch_invariant()

@@ -48,6 +48,10 @@ class TileShape:
 
     ``depth`` is for resident-B tiles only (``resident_b``): how many rows of B
     (k steps) the tile keeps in registers while rows of C stream past.
+
+    ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
+    row's dot product summed lane by lane along k, then across the lanes
+    (BLAS's order, faster, but not that of the other paths: an opt-in).
     """
 
     rows: int
@@ -55,6 +59,7 @@ class TileShape:
     bits: int
     fused: bool
     depth: int = 1
+    lane_sums: bool = False
 
     def lanes(self, itemsize: int) -> int:
         """Elements per vector for a dtype of ``itemsize`` bytes."""
@@ -70,7 +75,8 @@ class TileShapeType(types.Type):
         self.shape = shape
         s = shape
         depth = f"d{s.depth}" if s.depth != 1 else ""
-        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth})")
+        lane_sums = "L" if s.lane_sums else ""
+        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{lane_sums})")
 
 
 @typeof_impl.register(TileShape)
@@ -277,6 +283,8 @@ tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
 tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
 line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
+sums_lane_wise = _shape_constant(lambda s, size: int(s.lane_sums), needs_pointer=False)
+sums_lane_wise.__doc__ = "sums_lane_wise(shape): 1 for a row-dots rule that sums lane-wise (the opt-in), else 0; a compile-time constant."
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 
@@ -1043,6 +1051,129 @@ def dot_tail(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows, l
         return _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live)
 
     return block(block, v, v_off, v_stride, mat, m_off, ldm, live_rows, live_k), codegen
+
+
+# --- lane-wise row dots: the opt-in that sums as BLAS's GEMV does ---------------
+
+# Rows whose dot products run at once (``lane_dot_steps``), each in two vectors
+# of partial sums: eight independent FMA chains, as many as a vector FMA's
+# latency times its throughput on the CPUs we know.
+LANE_DOT_ROWS = 4
+
+
+def _lane_dot_shape(shape: TileShape) -> TileShape:
+    """The block of lane-wise row dots: LANE_DOT_ROWS rows of two vectors, ``shape``'s width and rule."""
+    return TileShape(rows=LANE_DOT_ROWS, vectors=2, bits=shape.bits, fused=shape.fused)
+
+
+lane_dot_width = _shape_constant(lambda s, size: 2 * s.lanes(size), needs_pointer=True)
+lane_dot_width.__doc__ = "lane_dot_width(shape, ptr): k steps one ``lane_dot_steps`` takes, a compile-time constant."
+
+
+@intrinsic
+def lane_dot_zero(typingctx, shape, ptr):
+    """A block of lane-wise row dots at zero, for the shape's width and rule and the dtype of ``ptr``."""
+    found = _tile_args(shape, ptr)
+    if found is None:
+        return None
+    s, dtype = found
+    block = TileType(_lane_dot_shape(s), dtype)
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), block.vector_count()), None)
+
+    return block(shape, ptr), codegen
+
+
+def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live):
+    """The body of ``lane_dot_steps`` / ``lane_dot_tail``: ``live`` None for two whole vectors of k."""
+    vec = _vector_type(s, dtype)
+    lanes = vec.count
+    fma = _declare_fma(builder.module, s.fused, vec)
+    last = builder.sub(rows, ir.Constant(_I64, 1))
+
+    def load(ptr, off, half):
+        at = builder.add(off, ir.Constant(_I64, half * lanes))
+        if live is None:
+            return builder.load(_vector_ptr(builder, ptr, at, vec), align=1)
+        return _masked_load(builder, ptr, at, vec, _lane_mask(builder, live, half * lanes, lanes))
+
+    xs = [load(vp, voff, half) for half in range(2)]
+    for r in range(LANE_DOT_ROWS):
+        row = ir.Constant(_I64, r)
+        row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+        off = builder.add(moff, builder.mul(row, ld))
+        for half in range(2):
+            sums = builder.call(fma, [load(mp, off, half), xs[half], builder.extract_value(acc, 2 * r + half)])
+            acc = builder.insert_value(acc, sums, 2 * r + half)
+    return acc
+
+
+def _lane_dot_args(block, v, mat):
+    """(TileShape, dtype) when the arguments suit a lane-wise dot block, else None."""
+    if not isinstance(block, TileType) or block.shape != _lane_dot_shape(block.shape):
+        return None
+    if _float_pointer(v) != block.dtype or mat != v:
+        return None
+    return block.shape, block.dtype
+
+
+@intrinsic
+def lane_dot_steps(typingctx, block, v, v_off, mat, m_off, ldm, live_rows):
+    """block + the products of two vectors of k of rows r < LANE_DOT_ROWS of ``mat`` (from
+    ``m_off + r*ldm``, contiguous) with v[v_off:] (contiguous), lane by lane: each lane a
+    chain of its own k.  Rows at or past ``live_rows`` re-read the last live row."""
+    found = _lane_dot_args(block, v, mat)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        acc, vp, voff, mp, moff, ld, rows = args
+        return _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, None)
+
+    return block(block, v, v_off, mat, m_off, ldm, live_rows), codegen
+
+
+@intrinsic
+def lane_dot_tail(typingctx, block, v, v_off, mat, m_off, ldm, live_rows, live_k):
+    """``lane_dot_steps`` for the last ``live_k`` < two vectors of k: masked loads (nothing
+    past a row's end is read; the lanes past it add 0 * 0)."""
+    found = _lane_dot_args(block, v, mat)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        acc, vp, voff, mp, moff, ld, rows, live = args
+        return _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live)
+
+    return block(block, v, v_off, mat, m_off, ldm, live_rows, live_k), codegen
+
+
+@intrinsic
+def lane_dot_sums(typingctx, block, buf):
+    """buf[r] = the sum of row r's partial sums: its two vectors added, then halves added
+    until one lane is left (a fixed order)."""
+    if not isinstance(block, TileType) or block.shape != _lane_dot_shape(block.shape) or _float_pointer(buf) != block.dtype:
+        return None
+    s, dtype = block.shape, block.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, bp = args
+        i32 = ir.IntType(32)
+        for r in range(LANE_DOT_ROWS):
+            total = builder.fadd(builder.extract_value(acc, 2 * r), builder.extract_value(acc, 2 * r + 1))
+            width = total.type.count
+            while width > 1:
+                width //= 2
+                low = builder.shuffle_vector(total, total, ir.Constant(ir.VectorType(i32, width), list(range(width))))
+                high = builder.shuffle_vector(total, total, ir.Constant(ir.VectorType(i32, width), list(range(width, 2 * width))))
+                total = builder.fadd(low, high)
+            builder.store(builder.extract_element(total, ir.Constant(i32, 0)), builder.gep(bp, [ir.Constant(_I64, r)]))
+        return context.get_dummy_value()
+
+    return types.void(block, buf), codegen
 
 
 @intrinsic

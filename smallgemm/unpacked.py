@@ -26,6 +26,7 @@ from .simd import (
     AXPY_ROWS,
     AXPY_ROWS_WIDE,
     DOT_VECTORS,
+    LANE_DOT_ROWS,
     OVERWRITE,
     address,
     advance,
@@ -36,12 +37,18 @@ from .simd import (
     dot_tail,
     dot_zero,
     elements_to_vector_boundary,
+    lane_dot_steps,
+    lane_dot_sums,
+    lane_dot_tail,
+    lane_dot_width,
+    lane_dot_zero,
     line_elements,
     multiply_add,
     prefetch_read_l2,
     resident_b,
     resident_depth,
     resident_product,
+    sums_lane_wise,
     tile_cols,
     tile_lanes,
     tile_load,
@@ -254,7 +261,12 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     block's steps up to a vector boundary are taken first on their own, so
     the loads after them never straddle two cache lines (NumPy's large arrays
     start 16 bytes into one; float32 W [2048,2048] 1.4-1.5x, [4096,4096] 1.2x).
+    With batch invariance given up (a rule with ``lane_sums``), a contiguous
+    ``v`` goes to ``dot_rows_lane_wise`` instead.
     """
+    if sums_lane_wise(rule) and v_stride == 1:
+        dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums)
+        return
     lanes = tile_lanes(rule, mat)
     block_rows = DOT_VECTORS * lanes
     rows_aligned_alike = ldm % lanes == 0
@@ -275,6 +287,27 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
                 block = dot_tail(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live, depth - whole)
             tile_store(block, sums)
             merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
+
+
+@njit(cache=True)
+def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums):
+    """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``smallgemm.lane_sums``): each
+    row's dot product with the contiguous ``v`` in vectors of partial sums along all of k,
+    then across the lanes.  A row's bits depend on the row, ``v`` and the kernel only (not
+    on the thread count), but differ from the other paths' FMA chain in increasing k.
+    """
+    step = lane_dot_width(rule, mat)
+    whole = k - k % step
+    for r0 in range(0, rows, LANE_DOT_ROWS):
+        live = min(LANE_DOT_ROWS, rows - r0)
+        start = m_off + r0 * ldm
+        block = lane_dot_zero(rule, mat)
+        for p in range(0, whole, step):
+            block = lane_dot_steps(block, v, v_off + p, mat, start + p, ldm, live)
+        if whole < k:
+            block = lane_dot_tail(block, v, v_off + whole, mat, start + whole, ldm, live, k - whole)
+        lane_dot_sums(block, sums)
+        merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(0, beta))
 
 
 # The row stream (``stream_tiles``): rows of B taken this many at a time (then

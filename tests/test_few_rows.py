@@ -310,6 +310,45 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
                 np.testing.assert_array_equal(smallgemm.matmul(x[0], w), expected, err_msg=f"offset {offset}, {threads} threads")
 
 
+@pytest.mark.parametrize("rows, k", [(1, 1), (5, 7), (37, 301), (70, 133)])
+def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, rows, k, always_parallel, monkeypatch):
+    """With batch invariance given up, a matrix times a contiguous vector along contiguous
+    rows sums each row lane-wise: right against the reference (edge rows and k, alpha and
+    beta, NaN in C unread), the same bits through every way in and on any thread count;
+    with a strided vector, and for other products, the invariant bits."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # row dots shared out whatever the size
+    rng = np.random.default_rng(rows * 1000 + k)
+    w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
+    strided = random_matrix(rng, (2 * k,), dtype)[::2]
+    few = random_matrix(rng, (3, k), dtype)
+    invariant = {"contiguous": smallgemm.matmul(w, x), "strided": smallgemm.matmul(w, strided),
+                 "few rows": smallgemm.matmul(few, w.T)}
+    with smallgemm.batch_invariant(False):
+        with smallgemm.num_threads(1):
+            lane_wise = smallgemm.matmul(w, x)
+        assert_close(lane_wise[:, None], 1.0, w, x[:, None])
+        if k >= 2 * kernel.gemv.lanes(dtype.itemsize):  # several lanes' partial sums: another order
+            assert not np.array_equal(lane_wise, invariant["contiguous"])
+        for threads in (1, 2, 3):
+            with smallgemm.num_threads(threads):
+                ways = {
+                    "W @ x": smallgemm.matmul(w, x),
+                    "x @ W.T": smallgemm.matmul(x, w.T),
+                    "[1,k] @ W.T": smallgemm.matmul(x[None, :], w.T)[0],
+                    "W @ [k,1]": smallgemm.matmul(w, x[:, None])[:, 0],
+                    "W @ x into out": smallgemm.matmul(w, x, out=np.empty(rows, dtype)),
+                }
+                for way, got in ways.items():
+                    np.testing.assert_array_equal(got, lane_wise, err_msg=f"{way}, {threads} threads")
+                np.testing.assert_array_equal(smallgemm.matmul(w, strided), invariant["strided"])
+                np.testing.assert_array_equal(smallgemm.matmul(few, w.T), invariant["few rows"])
+        c = random_matrix(rng, (rows, 1), dtype)
+        assert_close(smallgemm.gemm(-0.5, w, x[:, None], beta=2.0, c=c), -0.5, w, x[:, None], 2.0, c)
+        c[0, 0] = np.nan  # beta == 0 never reads C
+        assert_close(smallgemm.gemm(1.5, w, x[:, None], beta=0.0, c=c), 1.5, w, x[:, None])
+    np.testing.assert_array_equal(smallgemm.matmul(w, x), invariant["contiguous"])
+
+
 @pytest.mark.parametrize("count", [2, 3, 7])
 def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, monkeypatch, count):
     """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:

@@ -11,6 +11,7 @@ import threadpoolctl
 
 import smallgemm
 from smallgemm import compile_cache
+from smallgemm.info import format_info
 
 
 def test_set_get_and_context_manager():
@@ -58,6 +59,32 @@ def test_environment_variables():
     assert bad.returncode != 0 and "SMALLGEMM_NUM_THREADS" in bad.stderr
     bad = run_python("import smallgemm", SMALLGEMM_KERNEL="sse9")
     assert bad.returncode != 0 and "unknown kernel 'sse9'" in bad.stderr
+    done = run_python("import smallgemm; print(smallgemm.get_batch_invariant())", SMALLGEMM_BATCH_INVARIANT="0")
+    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+    bad = run_python("import smallgemm", SMALLGEMM_BATCH_INVARIANT="no")
+    assert bad.returncode != 0 and "SMALLGEMM_BATCH_INVARIANT must be 0 or 1" in bad.stderr
+
+
+def test_batch_invariance_setting():
+    """On by default; the setter, the context manager (which restores it, even on an
+    error) and info() agree; anything but a bool is refused."""
+    assert smallgemm.get_batch_invariant() and smallgemm.info()["kernel"]["batch_invariant"]
+    with smallgemm.batch_invariant(False):
+        assert not smallgemm.get_batch_invariant() and not smallgemm.info()["kernel"]["batch_invariant"]
+        assert "row dots summed lane-wise (not batch-invariant)" in format_info(smallgemm.info())
+    assert "lane-wise" not in format_info(smallgemm.info())
+    assert smallgemm.get_batch_invariant()
+    with pytest.raises(RuntimeError):
+        with smallgemm.batch_invariant(False):
+            raise RuntimeError
+    assert smallgemm.get_batch_invariant()
+    smallgemm.set_batch_invariant(False)
+    try:
+        assert not smallgemm.get_batch_invariant()
+    finally:
+        smallgemm.set_batch_invariant(True)
+    with pytest.raises(TypeError, match="True or False"):
+        smallgemm.set_batch_invariant(0)
 
 
 def test_kernel_the_cpu_cannot_run_is_a_clear_error(monkeypatch):
