@@ -182,13 +182,13 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     buffer is read and written once per group of rows of B: one row at a
     time, its traffic evicted B's lines from the L1 (Zen 4, 32 KiB L1, one
     thread, paired, float32: [1,512] @ [512,2048] 128 -> 94 us, [1,4096] @
-    [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Where every row of B
-    starts at the same place within a vector, the columns before a vector
-    boundary are added one by one, so the vector loads never straddle two
-    cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a line as NumPy
-    allocates it: 1.02-1.38x in paired runs; a B from memory, unchanged).  Each element is still the FMA chain of its
-    KC block in increasing k from zero, merged by the usual rules, so the
-    bits are those of every other path.
+    [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Where every row of a B
+    the L3 keeps starts at the same place within a vector, the columns before
+    a vector boundary are added one by one, so the vector loads never
+    straddle two cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a
+    line as NumPy allocates it: 1.02-1.38x in paired runs).  Each element is
+    still the FMA chain of its KC block in increasing k from zero, merged by
+    the usual rules, so the bits are those of every other path.
     """
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
@@ -196,7 +196,9 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     fetch = n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
     wide = n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
-    rows_aligned_alike = rs_b % lanes == 0
+    # From memory (a B the requests fetch) the lead's columns, added one by one, cost
+    # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
+    rows_aligned_alike = rs_b % lanes == 0 and not fetch
     j0 = 0
     while j0 < n:
         # Columns before B's rows reach a vector boundary, taken one by one besides
