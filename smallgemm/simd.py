@@ -1003,9 +1003,10 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
     return acc
 
 
-def _dot_args(block, v, mat):
-    """(TileShape, dtype) when the arguments suit a dot block's update, else None."""
-    if not isinstance(block, TileType) or block.shape != _dot_shape(block.shape):
+def _dot_args(block, v, mat, block_shape=None):
+    """(TileShape, dtype) when the arguments suit the update of a dot block (of
+    ``block_shape``'s shape: ``_dot_shape`` unless given), else None."""
+    if not isinstance(block, TileType) or block.shape != (block_shape or _dot_shape)(block.shape):
         return None
     if _float_pointer(v) != block.dtype or mat != v:
         return None
@@ -1109,21 +1110,12 @@ def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live)
     return acc
 
 
-def _lane_dot_args(block, v, mat):
-    """(TileShape, dtype) when the arguments suit a lane-wise dot block, else None."""
-    if not isinstance(block, TileType) or block.shape != _lane_dot_shape(block.shape):
-        return None
-    if _float_pointer(v) != block.dtype or mat != v:
-        return None
-    return block.shape, block.dtype
-
-
 @intrinsic
 def lane_dot_steps(typingctx, block, v, v_off, mat, m_off, ldm, live_rows):
     """block + the products of two vectors of k of rows r < LANE_DOT_ROWS of ``mat`` (from
     ``m_off + r*ldm``, contiguous) with v[v_off:] (contiguous), lane by lane: each lane a
     chain of its own k.  Rows at or past ``live_rows`` re-read the last live row."""
-    found = _lane_dot_args(block, v, mat)
+    found = _dot_args(block, v, mat, _lane_dot_shape)
     if found is None:
         return None
     s, dtype = found
@@ -1139,7 +1131,7 @@ def lane_dot_steps(typingctx, block, v, v_off, mat, m_off, ldm, live_rows):
 def lane_dot_tail(typingctx, block, v, v_off, mat, m_off, ldm, live_rows, live_k):
     """``lane_dot_steps`` for the last ``live_k`` < two vectors of k: masked loads (nothing
     past a row's end is read; the lanes past it add 0 * 0)."""
-    found = _lane_dot_args(block, v, mat)
+    found = _dot_args(block, v, mat, _lane_dot_shape)
     if found is None:
         return None
     s, dtype = found

@@ -199,6 +199,17 @@ def test_narrow_products_in_a_stack_are_turned_over_alike(kernel, dtype):
         np.testing.assert_array_equal(got[t], smallgemm.matmul(stack_a[t], stack_b[t]), err_msg=f"product {t}")
 
 
+def matrix_vector_ways(w, x):
+    """{way in: result} for the same ``W @ x``: 1-D and 2-D operands, ``x @ W.T``, into ``out``."""
+    return {
+        "W @ x": smallgemm.matmul(w, x),
+        "x @ W.T": smallgemm.matmul(x, w.T),
+        "[1,k] @ W.T": smallgemm.matmul(x[None, :], w.T)[0],
+        "W @ [k,1]": smallgemm.matmul(w, x[:, None])[:, 0],
+        "W @ x into out": smallgemm.matmul(w, x, out=np.empty(w.shape[0], w.dtype)),
+    }
+
+
 def dot_forms(rng, rows, k, dtype):
     """(name, matrix whose rows are contiguous along k, vector): the layouts the row dots read."""
     yield "contiguous", random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
@@ -220,14 +231,7 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
         for name, w, x in dot_forms(rng, rows, k, dtype):
             packed = smallgemm.matmul(np.stack([x] * 40), w.T)[0]  # 40 rows: the blocked driver
             assert_close(packed[None, :], 1.0, x[None, :], w.T)
-            ways = {
-                "W @ x": smallgemm.matmul(w, x),
-                "x @ W.T": smallgemm.matmul(x, w.T),
-                "[1,k] @ W.T": smallgemm.matmul(x[None, :], w.T)[0],
-                "W @ [k,1]": smallgemm.matmul(w, x[:, None])[:, 0],
-                "W @ x into out": smallgemm.matmul(w, x, out=np.empty(rows, dtype)),
-            }
-            for way, got in ways.items():
+            for way, got in matrix_vector_ways(w, x).items():
                 np.testing.assert_array_equal(got, packed, err_msg=f"{name}: {way}")
             c = random_matrix(rng, (rows, 3), dtype)[:, 1:2]  # a strided column of C
             c[0, 0] = np.nan  # beta == 0 never reads C
@@ -331,14 +335,7 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
             assert not np.array_equal(lane_wise, invariant["contiguous"])
         for threads in (1, 2, 3):
             with smallgemm.num_threads(threads):
-                ways = {
-                    "W @ x": smallgemm.matmul(w, x),
-                    "x @ W.T": smallgemm.matmul(x, w.T),
-                    "[1,k] @ W.T": smallgemm.matmul(x[None, :], w.T)[0],
-                    "W @ [k,1]": smallgemm.matmul(w, x[:, None])[:, 0],
-                    "W @ x into out": smallgemm.matmul(w, x, out=np.empty(rows, dtype)),
-                }
-                for way, got in ways.items():
+                for way, got in matrix_vector_ways(w, x).items():
                     np.testing.assert_array_equal(got, lane_wise, err_msg=f"{way}, {threads} threads")
                 np.testing.assert_array_equal(smallgemm.matmul(w, strided), invariant["strided"])
                 np.testing.assert_array_equal(smallgemm.matmul(few, w.T), invariant["few rows"])
