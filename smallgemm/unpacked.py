@@ -293,7 +293,7 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
 
 @njit(cache=True)
 def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums):
-    """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``smallgemm.lane_sums``): each
+    """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``set_batch_invariant(False)``): each
     row's dot product with the contiguous ``v`` in vectors of partial sums along all of k,
     then across the lanes.  A row's bits depend on the row, ``v`` and the kernel only (not
     on the thread count), but differ from the other paths' FMA chain in increasing k.
