@@ -12,14 +12,10 @@ process (``targets.compare``), without the OpenBLAS forcing variables.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 
 import smallgemm
-from smallgemm import bench
-from targets import compare, rand
+from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 
 def cases(dtype):
@@ -38,11 +34,8 @@ def cases(dtype):
 
 
 def main():
-    clean = bench.clean_environment()
-    if clean is not None:
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
-    print("| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n"
-          "|---|---|---|---|---|---|")
+    rerun_clean()
+    print(TABLE_HEADER)
     for threads in (1, 2):
         for dtype in (np.float32, np.float64):
             for name, a, b in cases(dtype):

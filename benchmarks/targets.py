@@ -27,6 +27,14 @@ from smallgemm.simd import OVERWRITE, address
 from smallgemm.workspace import aligned_empty
 
 RNG = np.random.default_rng(0)
+TABLE_HEADER = "| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
+
+
+def rerun_clean() -> None:
+    """Re-run this script without OpenBLAS's forcing variables, and exit, when they are set."""
+    clean = bench.clean_environment()
+    if clean is not None:
+        sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
 
 
 def rand(*shape, dtype=np.float32):
@@ -106,12 +114,10 @@ def first_call_times():
 
 
 def main():
-    clean = bench.clean_environment()
-    if clean is not None:
-        sys.exit(subprocess.call([sys.executable, *sys.argv], env=clean))
+    rerun_clean()
     print(f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
           f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}\n")
-    header = "| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
+    header = TABLE_HEADER
 
     print("### Engine (gemm), one thread, against NumPy\n\n" + header)
     for dtype, target in ((np.float32, ">= 1.0"), (np.float64, ">= 1.05")):

@@ -95,7 +95,7 @@ def set_batch_invariant(invariant: bool) -> None:
     """Whether a row of C gets the same bits on every path (True, the default: alone, in
     a batch, in a large product).  False lets a matrix times a vector along contiguous rows
     (``W @ x``, ``x @ W.T`` for one row, with a contiguous vector) sum each row lane-wise
-    as BLAS's GEMV does, 1.3-1.45x faster from the L2 or L3; its bits then differ from
+    as BLAS's GEMV does, 1.4-1.8x faster from the L2 or L3; its bits then differ from
     those of the same row in a larger product (they still do not depend on the thread
     count).  Nothing else changes."""
     global _lane_sums

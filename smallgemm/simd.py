@@ -956,19 +956,31 @@ def _dot_shape(shape: TileShape) -> TileShape:
     return TileShape(rows=1, vectors=DOT_VECTORS, bits=shape.bits, fused=shape.fused)
 
 
-@intrinsic
-def dot_zero(typingctx, shape, ptr):
+def _zeros_of(block_shape, name: str, doc: str):
+    """An intrinsic ``name(shape, ptr)``: a register block of ``block_shape(shape)``, all
+    zeros, for the dtype of ``ptr`` (the dot blocks' starting sums)."""
+
+    def typer(typingctx, shape, ptr):
+        found = _tile_args(shape, ptr)
+        if found is None:
+            return None
+        s, dtype = found
+        block = TileType(block_shape(s), dtype)
+
+        def codegen(context, builder, signature, args):
+            return ir.Constant(ir.ArrayType(_vector_type(s, dtype), block.vector_count()), None)
+
+        return block(shape, ptr), codegen
+
+    typer.__name__, typer.__doc__ = name, doc
+    return intrinsic(typer)
+
+
+dot_zero = _zeros_of(
+    _dot_shape, "dot_zero",
     """A dot block of zeros for the shape's vectors and rule and the dtype of ``ptr``:
-    a one-row tile whose lanes are rows of the matrix (``tile_store`` writes it out)."""
-    found = _tile_args(shape, ptr)
-    if found is None:
-        return None
-    s, dtype = found
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), DOT_VECTORS), None)
-
-    return TileType(_dot_shape(s), dtype)(shape, ptr), codegen
+    a one-row tile whose lanes are rows of the matrix (``tile_store`` writes it out).""",
+)
 
 
 def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live):
@@ -1071,19 +1083,10 @@ lane_dot_width = _shape_constant(lambda s, size: 2 * s.lanes(size), needs_pointe
 lane_dot_width.__doc__ = "lane_dot_width(shape, ptr): k steps one ``lane_dot_steps`` takes, a compile-time constant."
 
 
-@intrinsic
-def lane_dot_zero(typingctx, shape, ptr):
-    """A block of lane-wise row dots at zero, for the shape's width and rule and the dtype of ``ptr``."""
-    found = _tile_args(shape, ptr)
-    if found is None:
-        return None
-    s, dtype = found
-    block = TileType(_lane_dot_shape(s), dtype)
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), block.vector_count()), None)
-
-    return block(shape, ptr), codegen
+lane_dot_zero = _zeros_of(
+    _lane_dot_shape, "lane_dot_zero",
+    "A block of lane-wise row dots at zero, for the shape's width and rule and the dtype of ``ptr``.",
+)
 
 
 def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live):

@@ -318,7 +318,8 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
 def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, rows, k, always_parallel, monkeypatch):
     """With batch invariance given up, a matrix times a contiguous vector along contiguous
     rows sums each row lane-wise: right against the reference (edge rows and k, alpha and
-    beta, NaN in C unread), the same bits through every way in and on any thread count;
+    beta, NaN in C unread), the same bits through every way in, for rows read backwards or
+    padded, and on any thread count;
     with a strided vector, and for other products, the invariant bits."""
     monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # row dots shared out whatever the size
     rng = np.random.default_rng(rows * 1000 + k)
@@ -339,6 +340,13 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
                     np.testing.assert_array_equal(got, lane_wise, err_msg=f"{way}, {threads} threads")
                 np.testing.assert_array_equal(smallgemm.matmul(w, strided), invariant["strided"])
                 np.testing.assert_array_equal(smallgemm.matmul(few, w.T), invariant["few rows"])
+        # Rows read backwards or a row stride past k: each row's sum is its own, the same bits.
+        padded = random_matrix(rng, (rows, k + 9), dtype)[:, 3 : 3 + k]
+        padded[...] = w
+        for layout, mat, expected in (("reversed rows", w[::-1], lane_wise[::-1]), ("padded rows", padded, lane_wise)):
+            for threads in (1, 3):
+                with smallgemm.num_threads(threads):
+                    np.testing.assert_array_equal(smallgemm.matmul(mat, x), expected, err_msg=f"{layout}, {threads} threads")
         c = random_matrix(rng, (rows, 1), dtype)
         assert_close(smallgemm.gemm(-0.5, w, x[:, None], beta=2.0, c=c), -0.5, w, x[:, None], 2.0, c)
         c[0, 0] = np.nan  # beta == 0 never reads C

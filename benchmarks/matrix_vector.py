@@ -1,0 +1,54 @@
+"""A matrix times a vector against NumPy, one thread; print Markdown.
+
+    python benchmarks/matrix_vector.py > matrix_vector.md
+
+For the fourteenth session's changes (docs/performance.md): ``W @ x`` (row dots) and
+one row times a row-major B (the single-row stream), with W as NumPy allocates it
+(16 or 32 bytes into a cache line) and copied to the start of a line — the two should
+now take the same time — and ``W @ x`` with batch invariance given up (lane-wise sums:
+what invariance costs).  Each row times smallgemm and NumPy interleaved in this one
+process (``targets.compare``), without the OpenBLAS forcing variables.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import smallgemm
+from smallgemm.workspace import aligned_empty
+from targets import TABLE_HEADER, compare, rand, rerun_clean
+
+
+def line_aligned(arr: np.ndarray) -> np.ndarray:
+    """A copy of ``arr`` whose data starts on a 64-byte boundary."""
+    copy = aligned_empty(arr.size, arr.dtype).reshape(arr.shape)
+    copy[...] = arr
+    return copy
+
+
+def main():
+    rerun_clean()
+    print(TABLE_HEADER)
+    for dtype in (np.float32, np.float64):
+        name = np.dtype(dtype).name
+        for rows, k in ((512, 512), (2048, 512), (1024, 1024), (4096, 4096)):
+            w = rand(rows, k, dtype=dtype)
+            x = rand(k, dtype=dtype)
+            label = f"{name} W @ x, W [{rows},{k}]"
+            compare(f"{label}, {w.ctypes.data % 64} bytes into a line", lambda: smallgemm.matmul(w, x),
+                    lambda: np.matmul(w, x), 1, "")
+            aligned = line_aligned(w)
+            compare(f"{label}, line-aligned", lambda: smallgemm.matmul(aligned, x), lambda: np.matmul(aligned, x), 1, "")
+            with smallgemm.batch_invariant(False):
+                compare(f"{label}, batch invariance off", lambda: smallgemm.matmul(w, x), lambda: np.matmul(w, x), 1, "")
+        b = rand(512, 2048, dtype=dtype)
+        v = rand(512, dtype=dtype)
+        label = f"{name} [1,512] @ [512,2048]"
+        compare(f"{label}, {b.ctypes.data % 64} bytes into a line", lambda: smallgemm.matmul(v, b),
+                lambda: np.matmul(v, b), 1, "")
+        aligned = line_aligned(b)
+        compare(f"{label}, line-aligned", lambda: smallgemm.matmul(v, aligned), lambda: np.matmul(v, aligned), 1, "")
+
+
+if __name__ == "__main__":
+    main()
