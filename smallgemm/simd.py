@@ -216,26 +216,42 @@ def advance(typingctx, ptr, count):
     return ptr(ptr, count), codegen
 
 
-@intrinsic
-def elements_to_vector_boundary(typingctx, shape, ptr, offset):
-    """Elements from ``ptr + offset`` to the next address that is a multiple of the shape's
-    vector size (0 when it is one, and when the address is not a multiple of the element
-    size: such a pointer never reaches one): loads from there on never straddle two lines."""
-    dtype = _float_pointer(ptr)
-    if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(offset, types.Integer):
-        return None
-    size = _itemsize(dtype)
-    vector_bytes = shape.shape.lanes(size) * size
+def _elements_to_boundary(boundary_bytes):
+    """An intrinsic ``f(shape, ptr, offset)``: elements from ``ptr + offset`` to the next
+    address that is a multiple of ``boundary_bytes(TileShape, itemsize)`` (0 when it is
+    one, and when the address is not a multiple of the element size: such a pointer
+    never reaches one)."""
 
-    def codegen(context, builder, signature, args):
-        _, p, off = args
-        at = builder.ptrtoint(builder.gep(p, [off]), _I64)
-        into = builder.and_(at, ir.Constant(_I64, vector_bytes - 1))
-        to_boundary = builder.and_(builder.sub(ir.Constant(_I64, vector_bytes), into), ir.Constant(_I64, vector_bytes - 1))
-        whole = builder.icmp_unsigned("==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0))
-        return builder.select(whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0))
+    def typer(typingctx, shape, ptr, offset):
+        dtype = _float_pointer(ptr)
+        if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(offset, types.Integer):
+            return None
+        size = _itemsize(dtype)
+        boundary = boundary_bytes(shape.shape, size)
 
-    return types.int64(shape, ptr, offset), codegen
+        def codegen(context, builder, signature, args):
+            _, p, off = args
+            at = builder.ptrtoint(builder.gep(p, [off]), _I64)
+            into = builder.and_(at, ir.Constant(_I64, boundary - 1))
+            to_boundary = builder.and_(builder.sub(ir.Constant(_I64, boundary), into), ir.Constant(_I64, boundary - 1))
+            whole = builder.icmp_unsigned("==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0))
+            return builder.select(whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0))
+
+        return types.int64(shape, ptr, offset), codegen
+
+    return intrinsic(typer)
+
+
+elements_to_vector_boundary = _elements_to_boundary(lambda s, size: s.lanes(size) * size)
+elements_to_vector_boundary.__doc__ = (
+    "elements_to_vector_boundary(shape, ptr, offset): elements to the next multiple of the shape's "
+    "vector size; loads from there on never straddle two lines."
+)
+elements_to_line_boundary = _elements_to_boundary(lambda s, size: 64)
+elements_to_line_boundary.__doc__ = (
+    "elements_to_line_boundary(shape, ptr, offset): elements to the next 64-byte cache line; strips "
+    "of whole lines from there on read no line twice."
+)
 
 
 @intrinsic

@@ -261,16 +261,24 @@ def to_vector_boundary(shape, arr, offset):
     return simd.elements_to_vector_boundary(shape, simd.address(arr), offset)
 
 
-def test_elements_to_a_vector_boundary(kernel, dtype):
-    """The count the row dots and the single-row stream align their loads with: elements to
-    the next multiple of the vector size, none from an address between two elements."""
-    lanes = kernel.gemv.lanes(dtype.itemsize)
-    raw = np.zeros(4 * lanes, dtype)
-    first = -(raw.ctypes.data // dtype.itemsize) % lanes
-    for offset in range(2 * lanes):
-        assert to_vector_boundary(kernel.gemv, raw, first + offset) == (-offset) % lanes, offset
-    between = np.frombuffer(bytearray(4 * lanes * dtype.itemsize + 1), dtype, count=4 * lanes, offset=1)
-    assert [to_vector_boundary(kernel.gemv, between, j) for j in range(lanes)] == [0] * lanes
+@njit
+def to_line_boundary(shape, arr, offset):
+    return simd.elements_to_line_boundary(shape, simd.address(arr), offset)
+
+
+@pytest.mark.parametrize("boundary", ["vector", "line"])
+def test_elements_to_a_boundary(kernel, dtype, boundary):
+    """The counts the row dots, the single-row stream (to a vector) and the row stream (to a
+    line) align their loads with: elements to the next multiple of the vector size or of 64
+    bytes, none from an address between two elements."""
+    to_boundary = to_vector_boundary if boundary == "vector" else to_line_boundary
+    every = kernel.gemv.lanes(dtype.itemsize) if boundary == "vector" else 64 // dtype.itemsize
+    raw = np.zeros(4 * every, dtype)
+    first = -(raw.ctypes.data // dtype.itemsize) % every
+    for offset in range(2 * every):
+        assert to_boundary(kernel.gemv, raw, first + offset) == (-offset) % every, offset
+    between = np.frombuffer(bytearray(4 * every * dtype.itemsize + 1), dtype, count=4 * every, offset=1)
+    assert [to_boundary(kernel.gemv, between, j) for j in range(every)] == [0] * every
 
 
 @pytest.mark.parametrize("k", [1, 5, 37, 70])
@@ -312,6 +320,31 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
         for threads in (1, 2, 3):
             with smallgemm.num_threads(threads):
                 np.testing.assert_array_equal(smallgemm.matmul(x[0], w), expected, err_msg=f"offset {offset}, {threads} threads")
+
+
+@pytest.mark.parametrize("m", [2, 4, 9])
+def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parallel, monkeypatch):
+    """A few rows times a B whose rows all start at one place within a line, for every place,
+    over several KC blocks: the columns before a line boundary taken as a strip of their own
+    (with strips requested ahead, and a last strip cut short) give the bits of the blocked
+    driver, on any thread count; so does a B too narrow to be split."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # shared out whatever the size
+    rng = np.random.default_rng(m)
+    cols = kernel.few.cols(dtype.itemsize)
+    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
+    try:
+        x = random_matrix(rng, (m, 50), dtype)
+        for n in (4 * cols + 5, cols):
+            ld = -(-(n + 1) // 16) * 16
+            for offset, w in starts_within_a_line(rng, 50, n, ld, dtype):
+                expected = blocked_product(x, w, monkeypatch)
+                assert_close(expected, 1.0, x, w)
+                for threads in (1, 2, 3):
+                    with smallgemm.num_threads(threads):
+                        got = smallgemm.matmul(x, w)
+                    np.testing.assert_array_equal(got, expected, err_msg=f"n {n}, offset {offset}, {threads} threads")
+    finally:
+        plan.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("rows, k", [(1, 1), (5, 7), (37, 301), (70, 133)])

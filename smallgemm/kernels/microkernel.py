@@ -121,6 +121,24 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
 
 
 @njit(cache=True, inline="always")
+def direct_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, next_off):
+    """``tile`` plus ``steps`` rank-1 updates from a full-width strip of unpacked B rows,
+    k increasing, requesting at each step the same row of the strip at ``next_off``.
+
+    For the row stream when one row tile takes each strip alone: its rows lie a row
+    stride apart (8 KiB for n = 2048 float32), which the prefetchers do not follow,
+    and no later tile would request them.
+    """
+    nr = tile_cols(shape, b)
+    line = line_elements(shape, b)
+    for p in range(steps):
+        for e in range(0, nr, line):
+            prefetch_read(b, next_off + p * rs_b + e)
+        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, None, 0)
+    return tile
+
+
+@njit(cache=True, inline="always")
 def panel_steps_fetching(
     shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every
 ):
