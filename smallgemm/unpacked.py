@@ -156,6 +156,14 @@ GEMV_FETCH_AHEAD = 16384
 # the L3 the 8-row groups lost: float32 [1,2048] @ [2048,2048] (16 MiB)
 # 0.80-0.94x, [1,3072] @ [3072,3072] (36 MiB) 0.95-0.97x.
 GEMV_WIDE_MIN_BYTES = 64 << 20
+# The requests and the 8-row groups above are for kernels with vectors this many
+# bytes wide (AVX-512, measured on Zen 4).  On a Zen 3 host (AVX2) both lost, alone
+# and together: one thread, paired runs, float32 [1,4096] @ [4096,4096] 5.1-5.5 ->
+# 3.3-3.6 ms without either (NumPy 2.9-3.2), [1,2048] @ [2048,8192] 5.3-5.6 -> 3.4-3.7,
+# [1,2048] @ [2048,2048] 687 -> 530-603 us; float64 [1,4096] @ [4096,4096] 14.3-15.0
+# -> 6.2-6.5 ms, [1,2048] @ [2048,2048] 1.65-1.94 -> 1.29-1.32 ms.  One request per
+# line instead of per 32-byte vector kept most of the loss.
+GEMV_STREAM_TUNED_VECTOR_BYTES = 64
 
 
 @njit(cache=True)
@@ -195,8 +203,9 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
     item_bytes = 64 // line_elements(rule, b)
-    fetch = n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
-    wide = n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
+    tuned = lanes * item_bytes == GEMV_STREAM_TUNED_VECTOR_BYTES
+    fetch = tuned and n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
+    wide = tuned and n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.

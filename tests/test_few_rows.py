@@ -104,7 +104,8 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch
 
 
 def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
-    """A B large enough for the single-row stream to request rows ahead: the same bits."""
+    """A B large enough for the single-row stream to request rows ahead (512-bit kernels;
+    the others do not): the same bits."""
     rng = np.random.default_rng(8)
     n = 4100
     k = unpacked.GEMV_FETCH_MIN_BYTES // (n * dtype.itemsize) + 3
@@ -120,8 +121,9 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
 
 @pytest.mark.parametrize("kc", [None, 2 * unpacked.AXPY_ROWS_WIDE + 3])
 def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatch):
-    """A B large enough for the single-row stream to add its rows in wide groups: KC blocks
-    that end inside a group, edge columns; right, and the bits of the blocked driver."""
+    """A B large enough for the single-row stream to add its rows in wide groups (512-bit
+    kernels; the others keep groups of AXPY_ROWS): KC blocks that end inside a group, edge
+    columns; right, and the bits of the blocked driver."""
     rng = np.random.default_rng(9)
     n = unpacked.GEMV_CHUNK + 3  # a second chunk of edge columns
     k = unpacked.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
