@@ -323,15 +323,20 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
         merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(0, beta))
 
 
-# The row stream (``stream_tiles``): rows of B taken this many at a time (then
-# the tiles' partial sums go to the stream buffer and the next column strip
-# reads the same rows), columns whose partial sums the buffer holds at once,
-# and rows of A per sweep.
-STREAM_STEPS = 32
+# The row stream (``stream_tiles``): rows of B taken at a time so that one strip
+# of them (a tile wide) holds this many bytes (then the tiles' partial sums go to
+# the stream buffer and the next column strip reads the same rows: ``stream_steps``),
+# columns whose partial sums the buffer holds at once, and rows of A per sweep.
+# 8 KiB is 32 rows of the AVX-512 tile's strips (256 bytes), measured on the Intel
+# and Zen 4 hosts (docs/performance.md); the AVX2 tile's strips are one line, and 128
+# rows of them beat 32 on a Zen 3 host: one thread, float32 [m,512] @ [512,2048],
+# paired, m = 8 / 12 / 16 1.10 / 1.13 / 1.17x faster, m = 4 1.03x, [16,4096] @
+# [4096,4096] 1.10x (64 rows: 1.07 / 1.09 / 1.11, 1.01, 1.02).
+STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
 # From this many row tiles per sweep, a strip of contiguous B rows is kept in
-# the L1 panel for the other tiles: its STREAM_STEPS rows lie a row stride
+# the L1 panel for the other tiles: its ``stream_steps`` rows lie a row stride
 # apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
 # each other between tiles.  The first tile stores the rows it reads into the
 # panel (``direct_steps`` with ``kept``); a separate copy first waited on memory.
@@ -376,11 +381,17 @@ TRANSPOSED_FETCH_MIN_BYTES = 1 << 20
 TRANSPOSED_FETCH_MAX_RUN = 512
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk, with its lead columns and the shift that aligns its vectors:
-# fewer than 16 each), then the panel: STREAM_STEPS rows of a strip kept by the
-# first row tile, or TRANSPOSED_STEPS rows of a tile up to 256 wide.
+# fewer than 16 each), then the panel: a strip kept by the first row tile
+# (STREAM_STRIP_BYTES), or TRANSPOSED_STEPS rows of a tile up to 256 wide.
 STREAM_SUMS = max(GEMV_CHUNK + 32, STREAM_ROWS * STREAM_COLS)
-STREAM_PANEL = max(STREAM_STEPS * STREAM_COLS, TRANSPOSED_STEPS * 256)
+STREAM_PANEL = max(STREAM_STRIP_BYTES // 4, TRANSPOSED_STEPS * 256)
 STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
+
+
+@njit(cache=True, inline="always")
+def stream_steps(cols, item_bytes):
+    """Rows of a row-major B the row stream takes at a time for tiles ``cols`` wide."""
+    return max(1, STREAM_STRIP_BYTES // (cols * item_bytes))
 
 
 @njit(cache=True)
@@ -430,7 +441,7 @@ def stream_strips(
     A tile walking down one column strip of B for a whole KC block jumps a
     row stride at every step, and with rows several KiB apart the hardware
     prefetchers cannot follow (measured: 45 cycles a step).  Here each group of
-    STREAM_STEPS rows of B is swept across a chunk of columns, strip after
+    ``stream_steps`` rows of B is swept across a chunk of columns, strip after
     strip, for up to STREAM_ROWS rows of A, so B streams from memory in order;
     the tiles' partial sums wait in ``sums`` (STREAM_SIZE elements, in L2)
     between groups.  Each element is still one FMA chain in increasing k over
@@ -453,7 +464,7 @@ def stream_strips(
     strips = STREAM_COLS // nr
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
-    group = STREAM_STEPS if cs_b == 1 else TRANSPOSED_STEPS
+    group = stream_steps(nr, 64 // line_elements(tile, b)) if cs_b == 1 else TRANSPOSED_STEPS
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr

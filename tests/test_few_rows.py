@@ -622,7 +622,7 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     block: the result matches the reference and, bitwise, the rows of a packed product.
     A transposed float32 B is large enough for the row tiles to request its next strips."""
     rng = np.random.default_rng(m)
-    group = unpacked.TRANSPOSED_STEPS if transposed else unpacked.STREAM_STEPS
+    group = unpacked.TRANSPOSED_STEPS if transposed else unpacked.stream_steps(kernel.few.cols(dtype.itemsize), dtype.itemsize)
     k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
     assert not transposed or n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
