@@ -421,14 +421,13 @@ def stream_tiles(
     lead = 0
     if cs_b == 1 and rs_b % line_elements(tile, b) == 0:
         lead = elements_to_line_boundary(tile, b, b_off)
-    if 0 < lead and lead + tile_cols(tile, b) <= n:
+    if lead + tile_cols(tile, b) > n:  # too narrow for a strip after the lead: one pass
+        lead = 0
+    if lead > 0:
         stream_strips(tile, m, lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
                       kc, sums, scratch, fetch)
-        stream_strips(tile, m, n - lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + lead, rs_b, cs_b, c,
-                      c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
-    else:
-        stream_strips(tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                      kc, sums, scratch, fetch)
+    stream_strips(tile, m, n - lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + lead, rs_b, cs_b, c,
+                  c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
 
 
 @njit(cache=True)
