@@ -360,14 +360,24 @@ STREAM_PACK_MIN_TILES = 2
 # [4,512] @ [512,8192] 4412 -> 3140.
 FETCH_DISTANCE = 2
 # Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
-# the panel, one strip wide: W's rows are then read in runs of 512 bytes
-# (float32), which the prefetchers follow, where runs of 128 bytes (32 rows),
-# a thousand rows apart, left it waiting on the L3.  The panel (32 KiB for the
-# AVX-512 few-rows tile) still fits the L1.  W [2048,512], one thread, µs:
+# the panel, one strip wide, so that the panel holds this many bytes
+# (``transposed_steps``): W's rows are then read in long runs, which the
+# prefetchers follow, where runs of 128 bytes (32 rows), a thousand rows apart,
+# left it waiting on the L3.  For the AVX-512 few-rows tile (64 float32
+# columns) that is 128 rows, runs of 512 bytes: W [2048,512], one thread, µs:
 # [1,512] @ W.T 299-306 -> 251-257, [4,512] 297-309 -> 252-254, [16,512]
-# 457-459 -> 376-377; W in the L2 ([4,512] @ [512,512].T) 37 -> 33-36.  512
+# 457-459 -> 376-377; W in the L2 ([4,512] @ [512,512].T) 37 -> 33-36; 512
 # rows (a panel in the L2) read the L3 faster still but lost 25 % in the L2.
-TRANSPOSED_STEPS = 128
+# The AVX2 tile's strips are a quarter as wide (16 float32, 8 float64), and
+# its panel of the same bytes takes 512 rows, a whole KC block: Zen 3 host, one
+# thread, paired runs, µs, [m,512] @ W.T, W [2048,512], 128 rows with requests
+# ahead (before) / without / 256 / 512 rows (runs past TRANSPOSED_FETCH_MAX_RUN:
+# no requests): float32 m = 4 309 / 310 / 276 / 278, m = 8 419 / 428 / 392 /
+# 389, m = 16 623 / 642 / 609 / 586, m = 32 1196 / 1173 / 1096 / 1049;
+# float64 (1 KiB runs at 128 rows: no requests) 128 / 256 / 512 rows, m = 4
+# 567 / 515 / 550, m = 8 1138 / 1113 / 1059, m = 16 1451 / 1445 / 1360, m =
+# 32 2396 / 2248 / 2160.
+TRANSPOSED_PANEL_BYTES = 32768
 # While the row tiles of a sweep compute from a transposed strip's panel, they
 # request the W rows of the next strip into the L2, when the whole B is larger
 # than TRANSPOSED_FETCH_MIN_BYTES and the panel's runs of each W row are at
@@ -382,9 +392,10 @@ TRANSPOSED_FETCH_MAX_RUN = 512
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk, with its lead columns and the shift that aligns its vectors:
 # fewer than 16 each), then the panel: a strip kept by the first row tile
-# (STREAM_STRIP_BYTES), or TRANSPOSED_STEPS rows of a tile up to 256 wide.
+# (STREAM_STRIP_BYTES), or a transposed strip (TRANSPOSED_PANEL_BYTES); in
+# elements of the narrowest dtype, float32.
 STREAM_SUMS = max(GEMV_CHUNK + 32, STREAM_ROWS * STREAM_COLS)
-STREAM_PANEL = max(STREAM_STRIP_BYTES // 4, TRANSPOSED_STEPS * 256)
+STREAM_PANEL = max(STREAM_STRIP_BYTES, TRANSPOSED_PANEL_BYTES) // 4
 STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
@@ -394,13 +405,20 @@ def stream_steps(cols, item_bytes):
     return max(1, STREAM_STRIP_BYTES // (cols * item_bytes))
 
 
+@njit(cache=True, inline="always")
+def transposed_steps(cols, item_bytes):
+    """Rows of a transposed B (runs of each W row) the row stream packs at a time for
+    tiles ``cols`` wide."""
+    return max(1, TRANSPOSED_PANEL_BYTES // (cols * item_bytes))
+
+
 @njit(cache=True)
 def fetches_ahead(tile, a, n, k, cs_b):
     """Whether ``stream_tiles`` should request a transposed B's next strip
     (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
     size = 64 // line_elements(tile, a)
     large = n * k * size > TRANSPOSED_FETCH_MIN_BYTES
-    return cs_b != 1 and large and TRANSPOSED_STEPS * size <= TRANSPOSED_FETCH_MAX_RUN
+    return cs_b != 1 and large and transposed_steps(tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
 
 
 @njit(cache=True)
@@ -450,7 +468,7 @@ def stream_strips(
     A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
     on the fly, one strip at a time, into the panel at the end of ``sums``
     (in-register transposes): B is read once, in the order of W's rows,
-    instead of being packed whole into memory and read again, TRANSPOSED_STEPS
+    instead of being packed whole into memory and read again, ``transposed_steps``
     rows at a time (long runs of each of W's rows); with ``fetch``
     (``fetches_ahead``), the row tiles request the next strip's rows while
     they compute.  A B with
@@ -463,7 +481,8 @@ def stream_strips(
     strips = STREAM_COLS // nr
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
-    group = stream_steps(nr, 64 // line_elements(tile, b)) if cs_b == 1 else TRANSPOSED_STEPS
+    size = 64 // line_elements(tile, b)
+    group = stream_steps(nr, size) if cs_b == 1 else transposed_steps(nr, size)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr

@@ -620,9 +620,11 @@ def test_bad_use_of_a_packed_operand():
 def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, transposed):
     """Several column chunks of the stream buffer and several groups of B rows per KC
     block: the result matches the reference and, bitwise, the rows of a packed product.
-    A transposed float32 B is large enough for the row tiles to request its next strips."""
+    A transposed float32 B is large enough for the row tiles to request its next strips
+    (where the panel's runs of W's rows are short enough: the avx512 kernel's)."""
     rng = np.random.default_rng(m)
-    group = unpacked.TRANSPOSED_STEPS if transposed else unpacked.stream_steps(kernel.few.cols(dtype.itemsize), dtype.itemsize)
+    cols, size = kernel.few.cols(dtype.itemsize), dtype.itemsize
+    group = unpacked.transposed_steps(cols, size) if transposed else unpacked.stream_steps(cols, size)
     k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
     assert not transposed or n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
