@@ -28,7 +28,6 @@ from numba import njit, prange
 from .driver import merge_mode, pack_b_task, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from .packing import pack_a
 from .simd import (
-    DOT_VECTORS,
     address,
     advance,
     atomic_fetch_add,
@@ -46,7 +45,8 @@ from .unpacked import (
     NARROW_TILE,
     RESIDENT_TILE,
     STREAM_SIZE,
-    dot_rows,
+    dot_pairs_suit,
+    dot_rows_of,
     fetches_ahead,
     gemv_rows,
     row_dots_form,
@@ -396,13 +396,15 @@ def even_run(task, tasks, units, unit, limit):
 @njit(cache=True, parallel=True)
 def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
                       sums, counter):
-    """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks as tasks.
+    """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks (or pairs of
+    them) as tasks.
 
     Each worker starts on its own contiguous run of rows (``claim``), so call
     after call it reads the same rows of the matrix, which its caches may
     still hold.  Rows are independent sums: the bits are those of one thread.
     """
-    block_rows = DOT_VECTORS * tile_lanes(rule, mat)
+    paired = dot_pairs_suit(rule, mat, rows, ldm)  # made once for the whole matrix
+    block_rows = (2 if paired else 1) * tile_lanes(rule, mat)
     blocks = (rows + block_rows - 1) // block_rows
     tasks = min(blocks, TASKS_PER_WORKER * workers)
     reset_counters(counter, workers)
@@ -411,8 +413,8 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
         task, turn = claim(counter, tasks, workers, w, 0)
         while task >= 0:
             first, end = even_run(task, tasks, blocks, block_rows, rows)
-            dot_rows(rule, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm, ldm,
-                     c, c_off + first * cs_c, cs_c, kc, my_sums)
+            dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
+                        ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
 
 

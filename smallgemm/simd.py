@@ -963,13 +963,22 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
 
 # --- row dots: a matrix with contiguous rows times one vector ------------------
 
-# Vectors of sums a dot block holds (``dot_zero``); each holds LANES rows'.
-DOT_VECTORS = 1
+def _dot_shape(shape: TileShape, blocks: int = 1) -> TileShape:
+    """The tile of a dot block: one row of ``blocks`` vectors of sums, ``shape``'s width
+    and rule; each vector holds the sums of LANES rows (a row block)."""
+    return TileShape(rows=1, vectors=blocks, bits=shape.bits, fused=shape.fused)
 
 
-def _dot_shape(shape: TileShape) -> TileShape:
-    """The tile of a dot block: one row of DOT_VECTORS vectors, ``shape``'s width and rule."""
-    return TileShape(rows=1, vectors=DOT_VECTORS, bits=shape.bits, fused=shape.fused)
+def _dot_pair_shape(shape: TileShape) -> TileShape:
+    """The tile of a pair of dot blocks (``dot_pair_zero``)."""
+    return _dot_shape(shape, 2)
+
+
+def _opaque(builder, value):
+    """``value`` passed through an empty inline-assembly statement: the same number at run
+    time, but one LLVM cannot prove equal to ``value``, so loads addressed from it are not
+    merged with the loads addressed from ``value`` (no instruction is emitted)."""
+    return builder.asm(ir.FunctionType(value.type, [value.type]), "", "=r,0", [value], False, "opaque")
 
 
 def _zeros_of(block_shape, name: str, doc: str):
@@ -998,22 +1007,40 @@ dot_zero = _zeros_of(
     a one-row tile whose lanes are rows of the matrix (``tile_store`` writes it out).""",
 )
 
+dot_pair_zero = _zeros_of(
+    _dot_pair_shape, "dot_pair_zero",
+    """``dot_zero`` for a pair of row blocks (2 x LANES rows, two vectors of sums), whose
+    two FMA chains ``dot_steps`` runs side by side.""",
+)
+
 
 def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, rows, live):
-    """The body of ``dot_steps`` / ``dot_tail``: ``live`` None for LANES whole steps."""
+    """The body of ``dot_steps`` / ``dot_tail``: ``live`` None for LANES whole steps.
+
+    Each row block of the dot block (``s.vectors``) loads its own splats of v, the
+    later ones from an opaque copy of ``voff``: shared, the LANES splats would stay in
+    registers across the blocks and push the loaded rows out to the stack (a pair of
+    float32 blocks ran 1.4x slower than one on the Zen 3 host); a reloaded splat is one
+    more load, which the loop has slots for.
+    """
     vec = _vector_type(s, dtype)
     lanes = vec.count
     fma = _declare_fma(builder.module, s.fused, vec)
     mask = None if live is None else _lane_mask(builder, live, 0, lanes)
     last = builder.sub(rows, ir.Constant(_I64, 1))
-    steps = []  # (x splat, whether step p is taken: None when always)
-    for p in range(lanes):
-        step = ir.Constant(_I64, p)
-        taken = None if live is None else builder.icmp_signed("<", step, live)
-        at = step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))  # v past live_k unread
-        x = builder.load(builder.gep(vp, [builder.add(voff, builder.mul(at, vstride))]))
-        steps.append((_splat(builder, x, vec), taken))
-    for g in range(DOT_VECTORS):
+
+    def splats(base):
+        steps = []  # (x splat, whether step p is taken: None when always)
+        for p in range(lanes):
+            step = ir.Constant(_I64, p)
+            taken = None if live is None else builder.icmp_signed("<", step, live)
+            at = step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))  # v past live_k unread
+            x = builder.load(builder.gep(vp, [builder.add(base, builder.mul(at, vstride))]))
+            steps.append((_splat(builder, x, vec), taken))
+        return steps
+
+    for g in range(s.vectors):
+        steps = splats(voff if g == 0 else _opaque(builder, voff))
         offsets = []
         for r in range(lanes):
             row = ir.Constant(_I64, g * lanes + r)
@@ -1033,8 +1060,14 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
 
 def _dot_args(block, v, mat, block_shape=None):
     """(TileShape, dtype) when the arguments suit the update of a dot block (of
-    ``block_shape``'s shape: ``_dot_shape`` unless given), else None."""
-    if not isinstance(block, TileType) or block.shape != (block_shape or _dot_shape)(block.shape):
+    ``block_shape``'s shape: one or a pair of row blocks unless given), else None."""
+    if not isinstance(block, TileType):
+        return None
+    if block_shape is None:
+        shapes = (_dot_shape(block.shape), _dot_pair_shape(block.shape))
+    else:
+        shapes = (block_shape(block.shape),)
+    if block.shape not in shapes:
         return None
     if _float_pointer(v) != block.dtype or mat != v:
         return None
@@ -1049,7 +1082,8 @@ def dot_steps(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows):
     k) with the vector ``v``: each row's LANES elements are one vector load, a
     LANES x LANES block of rows is transposed in registers, and lane r of a
     vector then takes row r's FMA chain in increasing k: the chain every
-    other path gives an element of C.  Rows at or past ``live_rows`` re-read
+    other path gives an element of C.  A pair of blocks (``dot_pair_zero``)
+    runs two such chains, independent, side by side.  Rows at or past ``live_rows`` re-read
     the last live row (their sums are never used).  Nothing is requested
     ahead: the prefetchers follow the rows (a request 512 bytes ahead of each
     row was 4-20 % slower on Zen 4, 4 % faster on the eighth session's Intel host).

@@ -26,7 +26,6 @@ from .simd import (
     ACCUMULATE,
     AXPY_ROWS,
     AXPY_ROWS_WIDE,
-    DOT_VECTORS,
     LANE_DOT_ROWS,
     OVERWRITE,
     address,
@@ -34,6 +33,7 @@ from .simd import (
     axpy_rows,
     axpy_rows_wide,
     axpy_vector,
+    dot_pair_zero,
     dot_steps,
     dot_tail,
     dot_zero,
@@ -258,6 +258,46 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
         j0 += width
 
 
+# A pair of row blocks (``dot_pair_zero``: two FMA chains side by side) for a
+# kernel whose vectors have this many bytes: AVX2's 8 x 8 float32 block is a
+# chain of 8 dependent FMAs (4 cycles each) per 64 multiply-adds, the bound of
+# the loop (two chains of 4 over the same work, timing only: 1.2-1.5x).  Zen 3
+# host, one thread, paired runs, W @ x, µs, one block / a pair: float32 W
+# [256,256] 16.2 / 12.1, [2048,512] 202 / 165, [1000,1000] 192 / 149,
+# [2000,2000] 823 / 633; float64 [512,512] 110 / 76, [1000,1000] 375 / 241,
+# [1024,1024] 390 / 268, [4000,4000] 7336 / 6490.  Not measured on AVX-512
+# (two 16-row blocks, without reloaded splats, lost on the Intel and Zen 4 hosts).
+DOT_PAIR_VECTOR_BYTES = 32
+# A pair only where its rows share no L1 set more than this many at a time (the
+# ways): float32 rows 4 KiB apart put all 16 in one set, W [1024,1024] 198 -> 265
+# µs, [2048,2048] 962 -> 1354, [4096,4096] 4.3 -> 6.0 ms; 2 KiB apart (8 a set)
+# gained, as above.  Rows this many bytes apart fall in the same set.
+DOT_PAIR_MAX_ROWS_PER_SET = 8
+L1_SET_PERIOD_BYTES = 4096
+# And where the pair reads at most this many rows at once or the matrix is at most
+# this many bytes (the L3 keeps it): from memory, 16 float32 rows at once lost to 8
+# (W [4000,4000] 5.0 -> 6.1 ms) where 8 float64 rows gained.
+DOT_PAIR_MAX_STREAMS = 8
+DOT_PAIR_MAX_BYTES = 16 << 20
+
+
+@njit(cache=True)
+def dot_pairs_suit(rule, mat, rows, ldm):
+    """Whether ``dot_rows`` should take ``rows`` rows of ``mat`` (``ldm`` apart) in pairs
+    of row blocks (DOT_PAIR_VECTOR_BYTES, DOT_PAIR_MAX_ROWS_PER_SET, DOT_PAIR_MAX_STREAMS)."""
+    lanes = tile_lanes(rule, mat)
+    size = 64 // line_elements(rule, mat)
+    if lanes * size != DOT_PAIR_VECTOR_BYTES:
+        return False
+    pair_rows = 2 * lanes
+    apart = 1  # rows this far apart share an L1 set
+    while apart < pair_rows and (apart * ldm * size) % L1_SET_PERIOD_BYTES != 0:
+        apart += 1
+    if (pair_rows + apart - 1) // apart > DOT_PAIR_MAX_ROWS_PER_SET:
+        return False
+    return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
+
+
 @njit(cache=True)
 def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
     """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
@@ -265,23 +305,52 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     A matrix times a vector where the matrix's rows are contiguous along k:
     ``x @ W.T`` (one row of A, W stored [N, K]: the rows are W's) and ``W @ x``
     (one column of B: the rows are A's).  Each row is read once, front to
-    back, DOT_VECTORS x LANES rows at a time (``dot_steps``), as a stream the
+    back, LANES rows at a time (``dot_steps``), or two such blocks where their
+    chains side by side gain (``dot_pairs_suit``), as a stream the
     prefetchers follow; a tile walking down B's columns instead reads one
     element per row a whole row apart.  Each element is still the FMA chain
     of its KC block in increasing k from zero, merged by the usual rules, so
     the bits are those of every other path.  ``sums`` holds a block's sums.
-    Where every row starts at the same place within a vector, each KC
-    block's steps up to a vector boundary are taken first on their own, so
-    the loads after them never straddle two cache lines (NumPy's large arrays
-    start 16 bytes into one; float32 W [2048,2048] 1.4-1.5x, [4096,4096] 1.2x).
     With batch invariance given up (a rule with ``lane_sums``), a contiguous
     ``v`` goes to ``dot_rows_lane_wise`` instead.
     """
+    paired = dot_pairs_suit(rule, mat, rows, ldm)
+    dot_rows_of(rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
+
+
+@njit(cache=True)
+def dot_rows_of(
+    rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
+):
+    """``dot_rows`` with the choice of pairs made (by the caller: ``dot_rows_parallel``
+    makes it once for the whole matrix)."""
     if sums_lane_wise(rule) and v_stride == 1:
         dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums)
         return
     lanes = tile_lanes(rule, mat)
-    block_rows = DOT_VECTORS * lanes
+    done = 0
+    if paired:
+        done = rows - rows % (2 * lanes)
+        dot_row_blocks(rule, dot_pair_zero(rule, mat), 2 * lanes, done, k, alpha, beta, v, v_off, v_stride, mat,
+                       m_off, ldm, c, c_off, cs_c, kc, sums)
+    if done < rows:
+        dot_row_blocks(rule, dot_zero(rule, mat), lanes, rows - done, k, alpha, beta, v, v_off, v_stride, mat,
+                       m_off + done * ldm, ldm, c, c_off + done * cs_c, cs_c, kc, sums)
+
+
+@njit(cache=True)
+def dot_row_blocks(
+    rule, zero, block_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
+):
+    """The loops of ``dot_rows`` over dot blocks like ``zero`` (one or a pair of row
+    blocks of ``rule``'s vectors: ``block_rows`` rows).
+
+    Where every row starts at the same place within a vector, each KC
+    block's steps up to a vector boundary are taken first on their own, so
+    the loads after them never straddle two cache lines (NumPy's large arrays
+    start 16 bytes into one; float32 W [2048,2048] 1.4-1.5x, [4096,4096] 1.2x).
+    """
+    lanes = tile_lanes(rule, mat)
     rows_aligned_alike = ldm % lanes == 0
     for r0 in range(0, rows, block_rows):
         live = min(block_rows, rows - r0)
@@ -289,7 +358,7 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             head = min(depth, elements_to_vector_boundary(rule, mat, start + pc)) if rows_aligned_alike else 0
-            block = dot_zero(rule, mat)
+            block = zero
             if head > 0:
                 block = dot_tail(block, v, v_off + pc * v_stride, v_stride, mat, start + pc, ldm, live, head)
             whole = head + (depth - head) // lanes * lanes

@@ -283,6 +283,27 @@ def test_elements_to_a_boundary(kernel, dtype, boundary):
     assert [to_boundary(kernel.gemv, between, j) for j in range(every)] == [0] * every
 
 
+@njit
+def dot_pairs_suit(shape, arr, rows, ldm):
+    return unpacked.dot_pairs_suit(shape, simd.address(arr), rows, ldm)
+
+
+def test_row_dots_pair_row_blocks_for_256_bit_vectors_where_their_rows_share_no_set(kernel, dtype):
+    """Pairs of row blocks (two FMA chains side by side) for the avx2 kernel only, where the
+    pair's rows fall in at most 8 rows per L1 set (4 KiB apart share one) and, for 16 rows
+    at once (float32), the matrix is at most 16 MiB; the bits are the same either way (the
+    tests above and below run both forms)."""
+    item = dtype.itemsize
+    suits = lambda rows, ld: dot_pairs_suit(kernel.gemv, np.zeros(1, dtype), rows, ld)  # noqa: E731
+    if kernel.gemv.bits != 256:
+        assert not suits(1000, 1000)
+        return
+    assert suits(1000, 1000) and suits(17, 16) and suits(2000, 1000 // item)
+    assert suits(1024, 1024) == (item == 8)  # rows 4 KiB apart: 16 float32 rows in one set
+    assert suits(2048, 2048 // item)  # 2 KiB apart: 8 rows a set
+    assert suits(4000, 4000) == (item == 8)  # 64 MiB of float32: 8 streams, not 16
+
+
 @pytest.mark.parametrize("k", [1, 5, 37, 70])
 def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parallel, monkeypatch):
     """Row dots of rows that all start at one place within a vector, for every place: the
