@@ -26,7 +26,7 @@ from .parallel import (
     prepacked_rows_parallel,
     unpacked_parallel_entry,
 )
-from .unpacked import unpacked_entry, vector_entry
+from .unpacked import L1_SET_PERIOD_BYTES, unpacked_entry, vector_entry
 
 _BLOCKED = Entry(
     gemm_entry,
@@ -100,10 +100,11 @@ UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
 # row-block tasks then win (float32 200^3 1.46, 256^3 1.17); nor with a longer
 # k (float32 128x128x2048 1.21, in two KC blocks).
 UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
-# Rows this many bytes apart share L1 sets: the 14 rows of A a direct tile reads
-# at once then evict each other (float32 128x128x1024, A's rows 4 KiB apart:
-# unpacked / blocked 1.21; float64 128x128x512 1.21, 128x128x768 0.95).
-ALIASED_ROW_BYTES = 4096
+# Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
+# 14 rows of A a direct tile reads at once then evict each other (float32
+# 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21; float64 128x128x512
+# 1.21, 128x128x768 0.95).
+ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 # Below this many multiply-adds a product stays on one thread: starting the

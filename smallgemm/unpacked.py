@@ -268,12 +268,14 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 # [1024,1024] 390 / 268, [4000,4000] 7336 / 6490.  Not measured on AVX-512
 # (two 16-row blocks, without reloaded splats, lost on the Intel and Zen 4 hosts).
 DOT_PAIR_VECTOR_BYTES = 32
+# Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
+# KiB L1 of 8 or 12 ways, 64-byte lines); ``plan`` avoids such rows too.
+L1_SET_PERIOD_BYTES = 4096
 # A pair only where its rows share no L1 set more than this many at a time (the
 # ways): float32 rows 4 KiB apart put all 16 in one set, W [1024,1024] 198 -> 265
 # µs, [2048,2048] 962 -> 1354, [4096,4096] 4.3 -> 6.0 ms; 2 KiB apart (8 a set)
-# gained, as above.  Rows this many bytes apart fall in the same set.
+# gained, as above.
 DOT_PAIR_MAX_ROWS_PER_SET = 8
-L1_SET_PERIOD_BYTES = 4096
 # And where the pair reads at most this many rows at once or the matrix is at most
 # this many bytes (the L3 keeps it): from memory, 16 float32 rows at once lost to 8
 # (W [4000,4000] 5.0 -> 6.1 ms) where 8 float64 rows gained.
@@ -394,7 +396,7 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
 
 # The row stream (``stream_tiles``): rows of B taken at a time so that one strip
 # of them (a tile wide) holds this many bytes (then the tiles' partial sums go to
-# the stream buffer and the next column strip reads the same rows: ``stream_steps``),
+# the stream buffer and the next column strip reads the same rows: ``strip_rows``),
 # columns whose partial sums the buffer holds at once, and rows of A per sweep.
 # 8 KiB is 32 rows of the AVX-512 tile's strips (256 bytes), measured on the Intel
 # and Zen 4 hosts (docs/performance.md); the AVX2 tile's strips are one line, and 128
@@ -405,7 +407,7 @@ STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
 # From this many row tiles per sweep, a strip of contiguous B rows is kept in
-# the L1 panel for the other tiles: its ``stream_steps`` rows lie a row stride
+# the L1 panel for the other tiles: its ``strip_rows`` rows lie a row stride
 # apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
 # each other between tiles.  The first tile stores the rows it reads into the
 # panel (``direct_steps`` with ``kept``); a separate copy first waited on memory.
@@ -430,7 +432,7 @@ STREAM_PACK_MIN_TILES = 2
 FETCH_DISTANCE = 2
 # Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
 # the panel, one strip wide, so that the panel holds this many bytes
-# (``transposed_steps``): W's rows are then read in long runs, which the
+# (``strip_rows``): W's rows are then read in long runs, which the
 # prefetchers follow, where runs of 128 bytes (32 rows), a thousand rows apart,
 # left it waiting on the L3.  For the AVX-512 few-rows tile (64 float32
 # columns) that is 128 rows, runs of 512 bytes: W [2048,512], one thread, µs:
@@ -469,16 +471,11 @@ STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
 @njit(cache=True, inline="always")
-def stream_steps(cols, item_bytes):
-    """Rows of a row-major B the row stream takes at a time for tiles ``cols`` wide."""
-    return max(1, STREAM_STRIP_BYTES // (cols * item_bytes))
-
-
-@njit(cache=True, inline="always")
-def transposed_steps(cols, item_bytes):
-    """Rows of a transposed B (runs of each W row) the row stream packs at a time for
-    tiles ``cols`` wide."""
-    return max(1, TRANSPOSED_PANEL_BYTES // (cols * item_bytes))
+def strip_rows(strip_bytes, cols, item_bytes):
+    """Rows of B the row stream takes at a time for tiles ``cols`` wide so that one strip
+    of them holds ``strip_bytes``: STREAM_STRIP_BYTES for a row-major B,
+    TRANSPOSED_PANEL_BYTES for a transposed one (runs of each W row)."""
+    return max(1, strip_bytes // (cols * item_bytes))
 
 
 @njit(cache=True)
@@ -487,7 +484,7 @@ def fetches_ahead(tile, a, n, k, cs_b):
     (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
     size = 64 // line_elements(tile, a)
     large = n * k * size > TRANSPOSED_FETCH_MIN_BYTES
-    return cs_b != 1 and large and transposed_steps(tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
+    return cs_b != 1 and large and strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
 
 
 @njit(cache=True)
@@ -527,7 +524,7 @@ def stream_strips(
     A tile walking down one column strip of B for a whole KC block jumps a
     row stride at every step, and with rows several KiB apart the hardware
     prefetchers cannot follow (measured: 45 cycles a step).  Here each group of
-    ``stream_steps`` rows of B is swept across a chunk of columns, strip after
+    ``strip_rows`` rows of B is swept across a chunk of columns, strip after
     strip, for up to STREAM_ROWS rows of A, so B streams from memory in order;
     the tiles' partial sums wait in ``sums`` (STREAM_SIZE elements, in L2)
     between groups.  Each element is still one FMA chain in increasing k over
@@ -537,7 +534,7 @@ def stream_strips(
     A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
     on the fly, one strip at a time, into the panel at the end of ``sums``
     (in-register transposes): B is read once, in the order of W's rows,
-    instead of being packed whole into memory and read again, ``transposed_steps``
+    instead of being packed whole into memory and read again, ``strip_rows``
     rows at a time (long runs of each of W's rows); with ``fetch``
     (``fetches_ahead``), the row tiles request the next strip's rows while
     they compute.  A B with
@@ -551,7 +548,7 @@ def stream_strips(
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
     size = 64 // line_elements(tile, b)
-    group = stream_steps(nr, size) if cs_b == 1 else transposed_steps(nr, size)
+    group = strip_rows(STREAM_STRIP_BYTES if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr

@@ -645,7 +645,8 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     (where the panel's runs of W's rows are short enough: the avx512 kernel's)."""
     rng = np.random.default_rng(m)
     cols, size = kernel.few.cols(dtype.itemsize), dtype.itemsize
-    group = unpacked.transposed_steps(cols, size) if transposed else unpacked.stream_steps(cols, size)
+    strip_bytes = unpacked.TRANSPOSED_PANEL_BYTES if transposed else unpacked.STREAM_STRIP_BYTES
+    group = unpacked.strip_rows(strip_bytes, cols, size)
     k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
     assert not transposed or n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
