@@ -59,7 +59,7 @@ class Entry:
 
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
-        key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
+        key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time value
         fn = self._compiled.get(key)
         if fn is None:
             with self._lock:  # compile (or load from the cache) once, even under threads

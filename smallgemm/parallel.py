@@ -277,12 +277,17 @@ def parallel_entry(
 @njit(cache=True)
 def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
     """Entry from Python with B prepacked by ``driver.pack_entry`` (``packed`` holds k x n)."""
+    # Run-time zeros (B's unused strides, no shared rows) and empty logs typed as
+    # parallel_entry's: literals or the read-only global NO_LOG would compile
+    # every callee, the row-block tasks included, once more.
+    origin = np.intp(0)
+    no_log = np.empty(0, dtype=np.int64)
     size = a.itemsize
     gemm_parallel(
         shape, a.shape[0], n, a.shape[1], alpha, beta,
-        address(a), a.strides[0] // size, a.strides[1] // size, address(packed), 0, 0,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(packed), origin, origin,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, 0, workers, address(abuf), address(packed), address(scratch), counter, NO_LOG, NO_LOG, True,
+        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), counter, no_log, no_log, True,
     )
 
 
@@ -346,6 +351,7 @@ def unpacked_parallel(
     split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
     fetch = fetches_ahead(tile, a, n, k, cs_b)
+    unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile stream_tiles once more
     reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(scratch, w * mr * nr)
@@ -365,7 +371,7 @@ def unpacked_parallel(
                 stream_tiles(
                     tile, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
-                    address(partial), block * m * n + i0 * n + j0, n, 1, kc, my_sums, my_scratch, fetch,
+                    address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_sums, my_scratch, fetch,
                 )
             else:
                 stream_tiles(

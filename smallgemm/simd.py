@@ -21,10 +21,11 @@ bounds-checked in the hot loops.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.core.imputils import lower_constant
 from numba.extending import (
     NativeValue,
@@ -52,6 +53,9 @@ class TileShape:
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes
     (BLAS's order, faster, but not that of the other paths: an opt-in).
+    Unlike the rest it is not part of the Numba type but of the value, read
+    at run time (``sums_lane_wise``): giving batch invariance up or back
+    compiles nothing more.
     """
 
     rows: int
@@ -71,12 +75,12 @@ class TileShape:
 
 
 class TileShapeType(types.Type):
+    """A TileShape's compile-time part: everything but ``lane_sums`` (the value's one byte)."""
+
     def __init__(self, shape: TileShape):
-        self.shape = shape
-        s = shape
+        self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
-        lane_sums = "L" if s.lane_sums else ""
-        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{lane_sums})")
+        super().__init__(name=f"TileShape({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth})")
 
 
 @typeof_impl.register(TileShape)
@@ -84,18 +88,30 @@ def _typeof_tile_shape(val, c):
     return TileShapeType(val)
 
 
-register_model(TileShapeType)(models.OpaqueModel)
+@register_model(TileShapeType)
+class _TileShapeModel(models.PrimitiveModel):
+    """A TileShape value is one byte at run time: its ``lane_sums`` flag."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.IntType(8))
 
 
 @unbox(TileShapeType)
 def _unbox_tile_shape(typ, obj, c):
-    return NativeValue(c.context.get_constant_null(typ))
+    builder = c.builder
+    flag = c.pyapi.object_getattr_string(obj, "lane_sums")
+    failed = cgutils.is_null(builder, flag)
+    value = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(8), 0))
+    with builder.if_then(builder.not_(failed)):
+        truth = c.pyapi.object_istrue(flag)
+        c.pyapi.decref(flag)
+        builder.store(builder.zext(builder.icmp_signed(">", truth, truth.type(0)), ir.IntType(8)), value)
+    return NativeValue(builder.load(value), is_error=failed)
 
 
 @lower_constant(TileShapeType)
 def _constant_tile_shape(context, builder, typ, pyval):
-    # All a TileShape carries is in its type: the value itself is empty.
-    return context.get_constant_null(typ)
+    return ir.Constant(ir.IntType(8), int(pyval.lane_sums))
 
 
 class _RegisterBlock(types.Type):
@@ -299,10 +315,21 @@ tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
 tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
 line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
-sums_lane_wise = _shape_constant(lambda s, size: int(s.lane_sums), needs_pointer=False)
-sums_lane_wise.__doc__ = "sums_lane_wise(shape): 1 for a row-dots rule that sums lane-wise (the opt-in), else 0; a compile-time constant."
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+
+
+@intrinsic
+def sums_lane_wise(typingctx, shape):
+    """sums_lane_wise(shape): whether a row-dots rule sums lane-wise (the opt-in), read from
+    the value at run time: one compiled rule serves both settings."""
+    if not isinstance(shape, TileShapeType):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.icmp_unsigned("!=", args[0], ir.Constant(ir.IntType(8), 0))
+
+    return types.boolean(shape), codegen
 
 
 @intrinsic

@@ -391,7 +391,7 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
         if whole < k:
             block = lane_dot_tail(block, v, v_off + whole, mat, start + whole, ldm, live, k - whole)
         lane_dot_sums(block, sums)
-        merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(0, beta))
+        merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(np.intp(0), beta))
 
 
 # The row stream (``stream_tiles``): rows of B taken at a time so that one strip
@@ -633,7 +633,7 @@ def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
     thread, Zen 4 host: 141 -> 112 us; 8x8x8 66 -> 43 us).
     """
     mr = tile_rows(resident)
-    mode = merge_mode(0, beta)  # one KC block: k <= depth < KC
+    mode = merge_mode(np.intp(0), beta)  # one KC block: k <= depth < KC
     held = resident_b(resident, b, b_off, rs_b, k, n)
     for i in range(0, m, mr):
         rows = min(mr, m - i)
