@@ -312,12 +312,47 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
             task, turn = claim(counter, groups, workers, w, turn)
 
 
+@njit(cache=True)
+def stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b):
+    """(MR, NR, ``fetches_ahead``) of the stream tile ``tile_of`` names (``stream_tile_of``)."""
+    if tile_of == FEW_TILE:
+        return tile_rows(few), tile_cols(few, a), fetches_ahead(few, a, n, k, cs_b)
+    if tile_of == NARROW_TILE:
+        return tile_rows(narrow), tile_cols(narrow, a), fetches_ahead(narrow, a, n, k, cs_b)
+    if tile_of == GEMV_TILE:
+        return tile_rows(gemv), tile_cols(gemv, a), fetches_ahead(gemv, a, n, k, cs_b)
+    return tile_rows(shape), tile_cols(shape, a), fetches_ahead(shape, a, n, k, cs_b)
+
+
+@njit(cache=True)
+def stream_tile_of(
+    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+    c, c_off, rs_c, cs_c, kc, sums, scratch, fetch,
+):
+    """``stream_tiles`` with the tile ``tile_of`` names: FEW_TILE, NARROW_TILE, GEMV_TILE,
+    else the main ``shape``.  A run-time choice, so that one parallel driver serves every
+    tile: compiled once per kernel and dtype, not once per tile (each costs seconds)."""
+    if tile_of == FEW_TILE:
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetch)
+    elif tile_of == NARROW_TILE:
+        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetch)
+    elif tile_of == GEMV_TILE:
+        stream_tiles(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetch)
+    else:
+        stream_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetch)
+
+
 @njit(cache=True, parallel=True)
 def unpacked_parallel(
-    tile, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers,
-    scratch, sums, partial, counter,
+    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    kc, workers, scratch, sums, partial, counter,
 ):
-    """The unpacked driver (few rows, B rows contiguous) on ``workers`` workers.
+    """The unpacked driver (few rows) on ``workers`` workers, with the stream tile
+    ``tile_of`` names (``stream_tile_of``).
 
     Tasks are (row chunk, column strip) pairs handed out by the counter, each
     computed by ``stream_tiles`` with the worker's own stream buffer.  When
@@ -328,8 +363,8 @@ def unpacked_parallel(
     serial path (OVERWRITE / SCALE, then ACCUMULATE).  The number of slices is
     the number of KC blocks, whatever the thread count: the bits never change.
     """
-    mr = tile_rows(tile)
-    nr = tile_cols(tile, a)
+    mr, nr, fetch = stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b)
+    scratch_size = tile_rows(shape) * tile_cols(shape, a)  # the largest tile's (workspace.get)
     row_chunk = mr * max(1, 64 // mr)
     row_tasks = (m + row_chunk - 1) // row_chunk
     panels = (n + nr - 1) // nr
@@ -350,11 +385,10 @@ def unpacked_parallel(
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
-    fetch = fetches_ahead(tile, a, n, k, cs_b)
     unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile stream_tiles once more
     reset_counters(counter, workers)
     for w in prange(workers):
-        my_scratch = advance(scratch, w * mr * nr)
+        my_scratch = advance(scratch, w * scratch_size)
         my_sums = advance(sums, w * STREAM_SIZE)
         task, turn = claim(counter, total, workers, w, 0)
         while task >= 0:
@@ -366,16 +400,17 @@ def unpacked_parallel(
             j0 = strip * panels // strips * nr
             rows = min(row_chunk, m - i0)
             cols = min((strip + 1) * panels // strips * nr, n) - j0
-            if split:
+            if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
                 p0 = block * kc
-                stream_tiles(
-                    tile, rows, cols, min(kc, k - p0), one, zero,
+                stream_tile_of(
+                    tile_of, shape, narrow, few, gemv, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
                     address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_sums, my_scratch, fetch,
                 )
             else:
-                stream_tiles(
-                    tile, rows, cols, k, alpha, beta, a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
+                stream_tile_of(
+                    tile_of, shape, narrow, few, gemv, rows, cols, k, alpha, beta,
+                    a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
                     c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch, fetch,
                 )
             task, turn = claim(counter, total, workers, w, turn)
@@ -387,9 +422,9 @@ def unpacked_parallel(
                 if beta == 0:
                     c[at] = alpha * t
                 else:
-                    c[at] = multiply_add(tile, alpha, t, beta * c[at])
+                    c[at] = multiply_add(shape, alpha, t, beta * c[at])
                 for block in range(1, k_blocks):
-                    c[at] = multiply_add(tile, alpha, partial[block * m * n + i * n + j], c[at])
+                    c[at] = multiply_add(shape, alpha, partial[block * m * n + i * n + j], c[at])
 
 
 @njit(cache=True)
@@ -485,8 +520,8 @@ def unpacked_parallel_product(
     """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     args = (
-        m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc, workers, scratch, sums,
-        partial, counter,
+        shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
+        workers, scratch, sums, partial, counter,
     )
     dots = row_dots_form(m, n, cs_a, rs_b, cs_b)  # as gemm_unpacked
     if dots == DOTS_OF_A_ROWS:
@@ -499,14 +534,10 @@ def unpacked_parallel_product(
         return
     choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
     if cs_b != 1:  # B transposed: the few-rows tile, as gemm_unpacked
-        unpacked_parallel(few, *args)
-    elif choice == NARROW_TILE or choice == RESIDENT_TILE:  # a resident-B product is too small for threads
-        unpacked_parallel(narrow, *args)
-    elif choice == FEW_TILE:
-        unpacked_parallel(few, *args)
+        unpacked_parallel(FEW_TILE, *args)
+    elif choice == RESIDENT_TILE:  # a resident-B product is too small for threads: the narrow tile
+        unpacked_parallel(NARROW_TILE, *args)
     elif choice == GEMV_TILE and streams_rows(gemv, a, n, k, workers):
         gemv_rows_parallel(gemv, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, workers, sums, counter)
-    elif choice == GEMV_TILE:
-        unpacked_parallel(gemv, *args)
     else:
-        unpacked_parallel(shape, *args)
+        unpacked_parallel(choice, *args)

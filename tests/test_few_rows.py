@@ -7,7 +7,7 @@ import pytest
 from numba import njit
 
 import smallgemm
-from smallgemm import blocking, parallel, plan, simd, unpacked
+from smallgemm import blocking, entry, parallel, plan, simd, unpacked
 from conftest import blocked_product, random_matrix
 from reference import assert_close
 
@@ -408,6 +408,29 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
         c[0, 0] = np.nan  # beta == 0 never reads C
         assert_close(smallgemm.gemm(1.5, w, x[:, None], beta=0.0, c=c), 1.5, w, x[:, None])
     np.testing.assert_array_equal(smallgemm.matmul(w, x), invariant["contiguous"])
+
+
+def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_parallel, monkeypatch):
+    """The lane-wise opt-in is a run-time value of the row-dots rule: the entries compiled
+    for the invariant row dots serve it, on one thread and several (a second set cost about
+    a minute per kernel and dtype), and its bits are its own."""
+    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    rng = np.random.default_rng(17)
+    w, x = random_matrix(rng, (90, 70), dtype), random_matrix(rng, (70,), dtype)
+    entries = [e for e in vars(plan).values() if isinstance(e, entry.Entry)]
+    invariant = {}
+    for threads in (1, 2):
+        with smallgemm.num_threads(threads):
+            invariant[threads] = smallgemm.matmul(w, x)
+    compiled = [len(e.dispatcher.overloads) for e in entries]
+    with smallgemm.batch_invariant(False):
+        for threads in (1, 2):
+            with smallgemm.num_threads(threads):
+                lane_wise = smallgemm.matmul(w, x)
+            assert not np.array_equal(lane_wise, invariant[threads])
+            assert_close(lane_wise[:, None], 1.0, w, x[:, None])
+    assert [len(e.dispatcher.overloads) for e in entries] == compiled
+    np.testing.assert_array_equal(invariant[1], invariant[2])
 
 
 @pytest.mark.parametrize("count", [2, 3, 7])
