@@ -178,3 +178,26 @@ def test_identity_is_exact(kernel, dtype, tiny_blocks):
     a = rng.integers(-50, 50, (m, n)).astype(dtype)
     np.testing.assert_array_equal(smallgemm.gemm(1.0, a, np.eye(n, dtype=dtype)), a)
     np.testing.assert_array_equal(smallgemm.gemm(1.0, np.eye(m, dtype=dtype), a), a)
+
+
+def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
+    """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
+    a fresh installation's first product compiles what it runs, not every entry."""
+    prep = plan._Prepared(kernel, dtype, plan._version)
+
+    def held():
+        names = set()
+        for name in plan._ENTRIES_OF_PREPARED:
+            try:
+                object.__getattribute__(prep, name)  # the slot itself, without fetching
+            except AttributeError:
+                continue
+            names.add(name)
+        return names
+
+    assert held() == set()
+    native = prep.unpacked
+    assert held() == {"unpacked"}
+    assert native is plan._ENTRIES_OF_PREPARED["unpacked"].get(kernel, dtype) and prep.unpacked is native
+    with pytest.raises(AttributeError, match="no attribute 'unpackd'"):
+        prep.unpackd
