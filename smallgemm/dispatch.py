@@ -62,7 +62,7 @@ def _summing_lane_wise(kernel: Kernel) -> Kernel:
     by name: hashing the kernel itself cost 1.4 us of every call)."""
     variant = _lane_wise.get(kernel.name)
     if variant is None:
-        variant = _lane_wise[kernel.name] = dataclasses.replace(kernel, gemv=kernel.gemv._replace(lane_sums=True))
+        variant = _lane_wise[kernel.name] = dataclasses.replace(kernel, gemv=dataclasses.replace(kernel.gemv, lane_sums=True))
     return variant
 
 
