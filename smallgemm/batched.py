@@ -13,7 +13,7 @@ from numba import njit, prange
 
 from .driver import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
-from .simd import address, advance, tile_cols, tile_rows
+from .simd import address, advance, row_dots_rule, tile_cols, tile_rows
 from .unpacked import STREAM_SIZE, gemm_unpacked_stack
 
 # An unpacked stack is cut into at most this many tasks per worker (runs of
@@ -24,13 +24,15 @@ UNPACKED_TASKS_PER_WORKER = 8
 
 @njit(cache=True)
 def batch_entry(
-    shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc, abuf, bbuf, scratch,
-    sums,
+    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
+    mc, nc, kc, abuf, bbuf, scratch, sums,
 ):
-    """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices."""
+    """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices;
+    ``lane_sums``: the row-dots rule's flag (``simd.row_dots_rule``)."""
     stack_run(
-        shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
-        mc, nc, kc, address(abuf), address(bbuf), address(scratch), address(sums),
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, a, b, c,
+        offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc, address(abuf), address(bbuf), address(scratch),
+        address(sums),
     )
 
 
@@ -67,14 +69,15 @@ def stack_run(
 
 @njit(cache=True, parallel=True)
 def batch_tasks_entry(
-    shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
-    workers, abuf, bbuf, scratch, sums, counter,
+    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
+    mc, nc, kc, workers, abuf, bbuf, scratch, sums, counter,
 ):
     """``batch_entry`` on ``workers`` workers, the products as tasks handed out by the
     task counters; each worker has its own A block, B slice, edge tile and sums."""
     count = offsets_c.shape[0]
     tasks = min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
     mr, nr = tile_rows(shape), tile_cols(shape, address(scratch))
+    rule = row_dots_rule(gemv, lane_sums)
     reset_counters(counter, workers)
     for w in prange(workers):
         my_abuf = advance(address(abuf), w * mc * kc)
@@ -85,7 +88,7 @@ def batch_tasks_entry(
         while task >= 0:
             first, end = task * count // tasks, (task + 1) * count // tasks
             stack_run(
-                shape, narrow, few, gemv, resident, alpha, beta, a, b, c,
+                shape, narrow, few, rule, resident, alpha, beta, a, b, c,
                 offsets_a[first:end], offsets_b[first:end], offsets_c[first:end], unpacked,
                 mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
             )
@@ -94,21 +97,22 @@ def batch_tasks_entry(
 
 @njit(cache=True)
 def batch_each_parallel_entry(
-    shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
-    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, sums, partial, counter, log_b, log_rows,
+    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, offsets_a, offsets_b, offsets_c,
+    unpacked, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, sums, partial, counter, log_b, log_rows,
 ):
     """The products of a stack one after the other, each on all ``workers`` workers (the
     parallel drivers a lone product takes): for fewer large products than the workers
     could share out evenly.  ``partial``: split-K room for one product; ``log_*``: empty
     (as ``parallel.parallel_entry`` gets them, so the driver compiled for it serves here)."""
     m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
+    rule = row_dots_rule(gemv, lane_sums)
     for t in range(offsets_c.shape[0]):
         pa = advance(address(a), offsets_a[t])
         pb = advance(address(b), offsets_b[t])
         pc = advance(address(c), offsets_c[t])
         if unpacked:
             unpacked_parallel_product(
-                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, pa, rs_a, cs_a, pb, rs_b, cs_b,
+                shape, narrow, few, rule, resident, m, n, k, alpha, beta, one, zero, pa, rs_a, cs_a, pb, rs_b, cs_b,
                 pc, rs_c, cs_c, kc, workers, address(scratch), address(sums), partial, counter,
             )
         else:

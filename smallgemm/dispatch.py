@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from . import cpu, settings
 from .kernels import KERNELS, Kernel, kernel_by_name
@@ -23,6 +23,19 @@ from .kernels import KERNELS, Kernel, kernel_by_name
 _lock = threading.Lock()
 _forced: Kernel | None = None
 _lane_sums: bool = not settings.BATCH_INVARIANT
+# Called after every change of the kernel in force or of batch invariance (``on_change``).
+_listeners: list[Callable[[], None]] = []
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call ``listener()`` after every change of what :func:`current` returns: the planner
+    then rebuilds its prepared states, and need not ask for the kernel on every call."""
+    _listeners.append(listener)
+
+
+def _changed() -> None:
+    for listener in _listeners:
+        listener()
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,6 +65,7 @@ def set_kernel(name: str | None) -> None:
     kernel = None if name is None else _checked(name)
     with _lock:
         _forced = kernel
+    _changed()
 
 
 _lane_wise: dict[str, Kernel] = {}
@@ -89,6 +103,7 @@ def use_kernel(name: str | None) -> Iterator[None]:
     finally:
         with _lock:
             _forced = previous
+        _changed()
 
 
 def set_batch_invariant(invariant: bool) -> None:
@@ -103,6 +118,7 @@ def set_batch_invariant(invariant: bool) -> None:
         raise TypeError(f"batch invariance is True or False, got {invariant!r}")
     with _lock:
         _lane_sums = not invariant
+    _changed()
 
 
 def get_batch_invariant() -> bool:
@@ -121,6 +137,7 @@ def batch_invariant(invariant: bool) -> Iterator[None]:
     finally:
         with _lock:
             _lane_sums = previous
+        _changed()
 
 
 if settings.KERNEL is not None:

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 from numba import from_dtype, types
 
-from .simd import RowDotsRuleType, TileShapeType
+from .simd import TileShapeType
 
 
 def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
@@ -23,7 +23,7 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
         "shape": TileShapeType(kernel.shape),
         "narrow": TileShapeType(kernel.narrow),
         "few": TileShapeType(kernel.few),
-        "gemv": RowDotsRuleType(kernel.gemv),
+        "gemv": TileShapeType(kernel.gemv),
         "resident": TileShapeType(kernel.resident),
         "panel_rows": TileShapeType(kernel.panel_rows()),
         "scalar": scalar,
@@ -45,7 +45,7 @@ class Entry:
     """One jitted entry function and the kinds of its arguments, in order.
 
     Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
-    ``gemv`` as the row-dots rule, whose ``lane_sums`` travels in the value), ``scalar`` (of the dtype),
+    ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``vector`` / ``out_vector`` (1-D input / output, any stride),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
@@ -60,7 +60,7 @@ class Entry:
 
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
-        key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time value
+        key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time argument
         fn = self._compiled.get(key)
         if fn is None:
             with self._lock:  # compile (or load from the cache) once, even under threads

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike
 
 from . import plan
 from .packed import PackedMatrix
+from .unpacked import SMALL_DONE, SMALL_PLANNED
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -165,35 +166,25 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    ndim = a.ndim if type(a) is np.ndarray else 0
-    if out is None and ndim >= 2 and type(b) is np.ndarray and b.ndim == 2:
+    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2:
         # A matrix, or a stack of them folded into one (a linear layer), times a matrix: the
-        # least Python between the call and the kernel.
+        # least Python between the call and the kernel, which checks the rest (plan.run_small).
         dtype = a.dtype
-        rows = a if ndim == 2 else _fold_rows(a)
-        if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and rows is not None:
-            m, k = rows.shape
-            k_b, n = b.shape
-            size = dtype.itemsize
-            sa, sb = rows.strides, b.strides
-            if k == k_b and not (sa[0] % size or sa[1] % size or sb[0] % size or sb[1] % size):
+        ndim = a.ndim
+        if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and ndim >= 2:
+            rows = a if ndim == 2 else _fold_rows(a)
+            if rows is not None:
                 if ndim == 2:
-                    c = c_rows = np.empty((m, n), dtype)
+                    c = c_rows = np.empty((a.shape[0], b.shape[1]), dtype)
                 else:
-                    c = np.empty(a.shape[:-1] + (n,), dtype)
-                    c_rows = c.reshape(m, n)
-                # B's rows contiguous, or a matrix and a vector whose dots run along contiguous
-                # rows; not worth threads (plan.worth_threads for an unpacked product, inlined:
-                # this path's whole budget is ~2 us; the unpacked limit is below the threads'
-                # volume).
-                along_rows = sb[1] == size or (m == 1 and sb[0] == size) or (n == 1 and sa[1] == size)
-                streamed = k * (m if n == 1 else n)
-                small = 0 < m * n * k <= plan.UNPACKED_MAX_VOLUME[size] and streamed < plan.PARALLEL_MIN_STREAM
-                if small and along_rows:
-                    plan.run_small(rows, b, c_rows)
-                else:  # any other product: the planner (the general way costs ~3 us more)
+                    c = np.empty(a.shape[:-1] + (b.shape[1],), dtype)
+                    c_rows = c.reshape(rows.shape[0], b.shape[1])
+                route = plan.run_small(rows, b, c_rows)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
                     plan.run(1.0, rows, b, 0.0, c_rows)
-                return c
+                    return c
     if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim + b.ndim == 3:
         # A matrix and a vector: no 2-D views, no general path.
         c = _vector_product(a, b)

@@ -33,6 +33,7 @@ from .simd import (
     atomic_fetch_add,
     line_elements,
     multiply_add,
+    row_dots_rule,
     tile_cols,
     tile_lanes,
     tile_rows,
@@ -498,14 +499,16 @@ def gemv_rows_parallel(rule, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, w
 
 @njit(cache=True)
 def unpacked_parallel_entry(
-    shape, narrow, few, gemv, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial, counter
+    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial,
+    counter,
 ):
-    """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``)."""
+    """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``); ``lane_sums``:
+    the row-dots rule's flag (``simd.row_dots_rule``)."""
     size = a.itemsize
     m, k = a.shape
     n = b.shape[1]
     unpacked_parallel_product(
-        shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero,
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta, one, zero,
         address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
         counter,

@@ -8,6 +8,7 @@ not overlap A or B; the public API has checked all of that.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 
@@ -34,9 +35,12 @@ _BLOCKED = Entry(
 )
 _UNPACKED = Entry(
     unpacked_entry,
-    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "int", "buffer", "buffer"),
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "int", "buffer", "buffer", "int", "int", "int", "bool",
+     "scalar", "scalar", "matrix", "matrix", "out"),
 )
-_VECTOR = Entry(vector_entry, ("gemv", "scalar", "scalar", "vector", "matrix", "out_vector", "int", "buffer", "bool"))
+_VECTOR = Entry(
+    vector_entry, ("gemv", "bool", "scalar", "scalar", "vector", "matrix", "out_vector", "int", "buffer", "bool")
+)
 _PARALLEL = Entry(
     parallel_entry,
     ("shape", "scalar", "scalar", "matrix", "matrix", "out", "int", "int", "int", "int", "int",
@@ -63,24 +67,25 @@ _PREPACKED_ROWS_PARALLEL = Entry(
 )
 _UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
-    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out", "int", "int",
-     "buffer", "buffer", "buffer", "counter"),
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix",
+     "out", "int", "int", "buffer", "buffer", "buffer", "counter"),
 )
 _BATCHED = Entry(
     batch_entry,
-    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
-     "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "scalar", "scalar", "matrix", "matrix", "out",
+     "offsets", "offsets", "offsets", "bool", "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
 )
 _BATCH_TASKS = Entry(
     batch_tasks_entry,
-    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "matrix", "matrix", "out", "offsets", "offsets", "offsets", "bool",
-     "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer", "counter"),
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "scalar", "scalar", "matrix", "matrix", "out",
+     "offsets", "offsets", "offsets", "bool", "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer",
+     "counter"),
 )
 _BATCH_EACH_PARALLEL = Entry(
     batch_each_parallel_entry,
-    ("shape", "narrow", "few", "gemv", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix", "out",
-     "offsets", "offsets", "offsets", "bool", "int", "int", "int", "int", "int", "buffer", "buffer", "buffer", "buffer",
-     "buffer", "counter", "log", "log"),
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "scalar", "scalar", "scalar", "scalar", "matrix", "matrix",
+     "out", "offsets", "offsets", "offsets", "bool", "int", "int", "int", "int", "int", "buffer", "buffer", "buffer",
+     "buffer", "buffer", "counter", "log", "log"),
 )
 # Up to this many multiply-adds (and with unit-stride B rows) packing costs more
 # than it saves, per element size (float32, float64).  Measured through matmul,
@@ -178,12 +183,15 @@ def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
     return sizes
 
 
-_version = 0  # bumped whenever block sizes change: prepared states are rebuilt
+_version = 0  # bumped whenever block sizes or the kernel in force change: prepared states are rebuilt
 
 
 def _bump_version() -> None:
     global _version
     _version += 1
+
+
+dispatch.on_change(_bump_version)  # a state is for one kernel: a new one in force, new states
 
 
 def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
@@ -209,44 +217,56 @@ def _scale(c: np.ndarray, beta: float) -> None:
 
 class _FirstUse:
     """Holds a prepared state's slot for an entry until its first call, which compiles (or
-    loads) the entry, puts it in the slot and runs it: a first product compiles only what
-    it runs.  Two threads, first 300x300 float32 matmul in a fresh process, Zen 3 host: the
-    four entries fetched at once made a cold start of 46 s, 19 s since (warm 0.38 -> 0.30 s).
-    A stand-in, not ``__getattr__``, which would slow every attribute read of a small call."""
+    loads) the entry, puts it in the slot (with its first arguments ``bound``) and runs it:
+    a first product compiles only what it runs.  Two threads, first 300x300 float32 matmul
+    in a fresh process, Zen 3 host: the four entries fetched at once made a cold start of
+    46 s, 19 s since (warm 0.38 -> 0.30 s).  A stand-in, not ``__getattr__``, which would
+    slow every attribute read of a small call."""
 
-    __slots__ = ("prepared", "name", "entry")
+    __slots__ = ("prepared", "name", "entry", "bound")
 
-    def __init__(self, prepared: _Prepared, name: str, entry: Entry):
-        self.prepared, self.name, self.entry = prepared, name, entry
+    def __init__(self, prepared: _Prepared, name: str, entry: Entry, bound: tuple = ()):
+        self.prepared, self.name, self.entry, self.bound = prepared, name, entry, bound
 
     def __call__(self, *args):
         native = self.entry.get(self.prepared.kernel, self.prepared.dtype)
+        if self.bound:
+            native = functools.partial(native, *self.bound)
         setattr(self.prepared, self.name, native)
         return native(*args)
 
 
 class _Prepared:
-    """Everything a call needs for one (kernel, dtype), looked up once per thread."""
+    """Everything a call needs for one (kernel, dtype), looked up once per thread.
+
+    It binds the limits of the small-matrix way in (UNPACKED_MAX_VOLUME, PARALLEL_MIN_STREAM,
+    FEW_ROWS_MAX) when it is built: a change of them takes effect once the states are
+    rebuilt (``_bump_version``)."""
 
     __slots__ = (
-        "shape", "narrow", "few", "gemv", "resident", "narrow_cols", "sizes", "workspace", "blocked", "unpacked",
+        "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "small",
         "batched", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
         self.shape = kernel.shape
-        self.narrow = kernel.narrow
-        self.few = kernel.few
         self.gemv = kernel.gemv
-        self.resident = kernel.resident
+        self.lane_sums = kernel.gemv.lane_sums  # passed as a bool: it unboxes for nothing
+        # The arguments every entry with the unpacked tiles begins with, in order.
+        self.tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, self.lane_sums, kernel.resident)
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", _BLOCKED)
-        self.unpacked = _FirstUse(self, "unpacked", _UNPACKED)
+        # The unpacked entry's arguments that do not change from call to call, bound once
+        # (the attribute reads cost ~0.14 us of a 16x16 call: Zen 3 host).
+        fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch, self.workspace.sums,
+                 UNPACKED_MAX_VOLUME[dtype.itemsize], PARALLEL_MIN_STREAM, FEW_ROWS_MAX)
+        self.unpacked = _FirstUse(self, "unpacked", _UNPACKED, fixed)
+        self.one, self.zero = dtype.type(1), dtype.type(0)
+        self.small = _FirstUse(self, "small", _UNPACKED, (*fixed, True, self.one, self.zero))
         self.batched = _FirstUse(self, "batched", _BATCHED)
         self.vector = _FirstUse(self, "vector", _VECTOR)
-        self.one, self.zero = dtype.type(1), dtype.type(0)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
         self.kernel, self.dtype = kernel, dtype
@@ -274,7 +294,7 @@ class _Prepared:
 class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
-        self.last: _Prepared | None = None  # the state used last: small calls find it first
+        self.last: _Prepared | None = None  # the state current_prepared gave last: small calls find it first
 
 
 _local = _PerThread()
@@ -282,16 +302,23 @@ _local = _PerThread()
 
 def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
-    local = _local
-    prep = local.last
-    if prep is not None and prep.kernel is kernel and prep.dtype is dtype and prep.version == _version:
-        return prep
-    cache = local.cache
+    cache = _local.cache
     key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
     prep = cache.get(key)
     if prep is None or prep.version != _version:
         prep = cache[key] = _Prepared(kernel, dtype, _version)
-    local.last = prep
+    return prep
+
+
+def current_prepared(dtype: np.dtype) -> _Prepared:
+    """This thread's prepared state for the kernel in force and ``dtype``.  The last one
+    given serves while nothing changed (``_version``, bumped by a change of kernel too):
+    no kernel lookup on a small call (~0.14 us of a 16x16 product, Zen 3 host)."""
+    local = _local
+    prep = local.last
+    if prep is not None and prep.dtype is dtype and prep.version == _version:
+        return prep
+    prep = local.last = prepared(dispatch.current(), dtype)
     return prep
 
 
@@ -407,8 +434,8 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if _trivial(m, n, k, alpha, beta, c):
         return
     dtype = c.dtype
-    kernel = dispatch.current()
-    prep = prepared(kernel, dtype)
+    prep = current_prepared(dtype)
+    kernel = prep.kernel
     a, b, c, swapped = _oriented(a, b, c, prep.narrow_cols)
     if swapped:
         m, n = n, m
@@ -420,10 +447,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
             return
-        prep.unpacked(
-            prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(alpha), prep.scalar(beta), a, b, c,
-            prep.sizes.kc, ws.scratch, ws.sums,
-        )
+        prep.unpacked(False, prep.scalar(alpha), prep.scalar(beta), a, b, c)
         return
     if parallel and _in_parallel(run_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
         return
@@ -441,7 +465,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     kc = prep.sizes.kc
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     _UNPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(alpha), prep.scalar(beta),
+        *prep.tiles, prep.scalar(alpha), prep.scalar(beta),
         prep.one, prep.zero,
         a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(m, n, k, kc, dtype), ws.counter,
     )
@@ -477,8 +501,8 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
         run(1.0, a, b, 0.0, c)  # a stack of one: the lone product, on threads where it is worth it
         return
     dtype = c.dtype
-    kernel = dispatch.current()
-    prep = prepared(kernel, dtype)
+    prep = current_prepared(dtype)
+    kernel = prep.kernel
     a, b, c, swapped = _oriented(a, b, c, prep.narrow_cols)
     if swapped:
         offsets_a, offsets_b = offsets_b, offsets_a
@@ -502,7 +526,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
         if ran:
             return
     prep.batched(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c,
+        *prep.tiles, prep.one, prep.zero, a, b, c,
         offsets_a, offsets_b, offsets_c, unpacked, sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
     )
 
@@ -532,7 +556,7 @@ def _run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, wor
     """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, private_b=True)
     _BATCH_TASKS.get(kernel, dtype)(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, *offsets, unpacked,
+        *prep.tiles, prep.one, prep.zero, a, b, c, *offsets, unpacked,
         sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, ws.counter,
     )
 
@@ -544,37 +568,30 @@ def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, si
     partial = _split_k_room(a.shape[0], b.shape[1], a.shape[1], sizes.kc, dtype) if unpacked else _NO_PARTIAL[dtype.char]
     one, zero = prep.one, prep.zero
     _BATCH_EACH_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, one, zero, one, zero, a, b, c, *offsets, unpacked,
+        *prep.tiles, one, zero, one, zero, a, b, c, *offsets, unpacked,
         sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, partial,
         ws.counter, NO_LOG, NO_LOG,
     )
 
 
-def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-    """C = A.B on the unpacked path, for callers that checked it applies.
-
-    Requires one dtype, 1 <= m*n*k <= unpacked_max_volume(dtype), less than PARALLEL_MIN_STREAM elements streamed
-    (B, or A when n == 1), unit-stride rows of C and of B (or of B's columns when m == 1, of A's rows when
-    n == 1); the cheapest way in (matmul's small-matrix path).  A narrow C is turned over
-    as ``run`` turns it (``_turns_narrow``).
-    """
-    prep = prepared(dispatch.current(), c.dtype)
-    ws = prep.workspace
-    # The width test first, inline: the 16x16 call pays it, not a call of _turns_narrow.
-    if 2 * c.shape[1] <= prep.narrow_cols and _turns_narrow(c.shape[0], c.shape[1], a, prep.narrow_cols):
-        a, b, c = b.T, a.T, c.T
-    prep.unpacked(
-        prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.one, prep.zero, a, b, c, prep.sizes.kc,
-        ws.scratch, ws.sums,
-    )
+def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
+    """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
+    small matrices: ``unpacked.unpacked_entry`` with ``small_only``).  A, B and C are 2-D
+    arrays of one float dtype (nothing else is checked here: the entry would read another
+    dtype's memory as this one's).  Returns ``unpacked.SMALL_DONE``, ``SMALL_PLANNED`` (a
+    valid product for ``run``) or ``SMALL_REFUSED`` (mismatched shapes or part-element
+    strides: the caller's general path says what is wrong)."""
+    return current_prepared(c.dtype).small(a, b, c)
 
 
 def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:
     """c = mat @ v (``rows_of_mat``) or c = v @ mat on one thread, for callers that
     checked it applies: 1-D v and c, one dtype, mat's rows contiguous, m, n, k >= 1.
     matmul's way in for a matrix and a vector, with none of the 2-D views."""
-    prep = prepared(dispatch.current(), c.dtype)
-    prep.vector(prep.gemv, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat)
+    prep = current_prepared(c.dtype)
+    prep.vector(
+        prep.gemv, prep.lane_sums, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat
+    )
 
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
@@ -590,8 +607,8 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     if _trivial(m, n, k, alpha, beta, c):
         return
     dtype = c.dtype
-    kernel = dispatch.current()
-    prep = prepared(kernel, dtype)
+    prep = current_prepared(dtype)
+    kernel = prep.kernel
     ws, sizes = prep.workspace, prep.sizes
     # Few rows: the main tile would mostly compute copies of the last row.
     few = m < kernel.mr()

@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.core.imputils import lower_constant
 from numba.extending import (
     NativeValue,
@@ -53,8 +52,9 @@ class TileShape:
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes
     (BLAS's order, faster, but not that of the other paths: an opt-in).
-    Unlike the rest it is not part of the Numba type but of the value of a
-    ``RowDotsRuleType`` (the entries' ``gemv`` argument), read at run time
+    Unlike the rest it is not part of the Numba type: the entries take it as a
+    bool argument beside the ``gemv`` tile and join the two into a
+    ``RowDotsRuleType`` (``row_dots_rule``), whose flag is read at run time
     (``sums_lane_wise``): giving batch invariance up or back compiles nothing.
     """
 
@@ -87,8 +87,8 @@ class TileShapeType(types.Type):
 
 
 class RowDotsRuleType(TileShapeType):
-    """The GEMV tile as the row-dots rule (the entries' ``gemv`` argument): a TileShape
-    whose value is one byte, its ``lane_sums`` flag, read at run time
+    """The GEMV tile as the row-dots rule: a TileShape whose value is one byte, its
+    ``lane_sums`` flag, built in compiled code (``row_dots_rule``) and read at run time
     (``sums_lane_wise``): one compiled entry serves both batch-invariance settings."""
 
     label = "RowDotsRule"
@@ -116,24 +116,6 @@ def _constant_tile_shape(context, builder, typ, pyval):
 class _RowDotsRuleModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
         super().__init__(dmm, fe_type, ir.IntType(8))
-
-
-@unbox(RowDotsRuleType)
-def _unbox_row_dots_rule(typ, obj, c):
-    builder = c.builder
-    flag = c.pyapi.object_getattr_string(obj, "lane_sums")
-    failed = cgutils.is_null(builder, flag)
-    value = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(8), 0))
-    with builder.if_then(builder.not_(failed)):
-        truth = c.pyapi.object_istrue(flag)
-        c.pyapi.decref(flag)
-        builder.store(builder.zext(builder.icmp_signed(">", truth, truth.type(0)), ir.IntType(8)), value)
-    return NativeValue(builder.load(value), is_error=failed)
-
-
-@lower_constant(RowDotsRuleType)
-def _constant_row_dots_rule(context, builder, typ, pyval):
-    return ir.Constant(ir.IntType(8), int(pyval.lane_sums))
 
 
 class _RegisterBlock(types.Type):
@@ -339,6 +321,22 @@ line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+
+
+@intrinsic
+def row_dots_rule(typingctx, shape, lane_sums):
+    """row_dots_rule(shape, lane_sums): the GEMV tile ``shape`` as the row-dots rule that
+    sums lane-wise when ``lane_sums`` (a run-time bool: an entry takes it as an argument,
+    which unboxes for nothing, where an attribute of the tile would be looked up by name
+    on every call)."""
+    if type(shape) is not TileShapeType or not isinstance(lane_sums, types.Boolean):
+        return None
+    rule = RowDotsRuleType(shape.shape)
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(args[1], ir.IntType(8))
+
+    return rule(shape, lane_sums), codegen
 
 
 @intrinsic

@@ -50,6 +50,7 @@ from .simd import (
     resident_b,
     resident_depth,
     resident_product,
+    row_dots_rule,
     sums_lane_wise,
     tile_cols,
     tile_lanes,
@@ -786,31 +787,68 @@ def unpacked_tiles(
                 )
 
 
+# What ``unpacked_entry`` did with a product it was asked to decide on (``small_only``).
+SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
+
+
 @njit(cache=True)
-def unpacked_entry(shape, narrow, few, gemv, resident, alpha, beta, a, b, c, kc, scratch, sums):
-    """Entry from Python: 2-D arrays of one dtype, C not overlapping A or B."""
-    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+def unpacked_entry(
+    shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows, small_only,
+    alpha, beta, a, b, c,
+):
+    """Entry from Python: C = alpha*A.B + beta*C for 2-D arrays of one dtype, C not
+    overlapping A or B; ``lane_sums``: the row-dots rule's flag (``simd.row_dots_rule``).
+
+    With ``small_only`` (matmul's way in for small matrices, where the same checks in
+    Python cost more than a 16x16 product) the entry first decides: SMALL_REFUSED when
+    the shapes do not match or a stride is not whole elements (the general path says
+    what is wrong), SMALL_PLANNED for a product the planner must place (more than
+    ``max_volume`` multiply-adds, from ``min_stream`` elements streamed, no contiguous
+    rows to run along, or a C of more than ``few_rows`` rows and 2 to half the narrow
+    tile's columns, which the planner may turn over: ``plan._turns_narrow``), else it
+    computes the product: SMALL_DONE.  The arguments before ``alpha`` are the same on
+    every call of a prepared state, which binds them once (``plan._Prepared``).
+    """
+    m, k = a.shape
+    k_b, n = b.shape
     size = a.itemsize
+    rs_a, cs_a, rs_b, cs_b = a.strides[0] // size, a.strides[1] // size, b.strides[0] // size, b.strides[1] // size
+    if small_only:
+        if k != k_b or c.shape[0] != m or c.shape[1] != n:
+            return SMALL_REFUSED
+        if a.strides[0] % size or a.strides[1] % size or b.strides[0] % size or b.strides[1] % size or (
+            c.strides[0] % size or c.strides[1] % size
+        ):
+            return SMALL_REFUSED
+        volume = m * n * k
+        streamed = k * (m if n == 1 else n)
+        along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
+        if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
+            return SMALL_PLANNED
+        if 1 < n and 2 * n <= tile_cols(narrow, address(a)) and m > few_rows:
+            return SMALL_PLANNED
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     gemm_unpacked(
-        shape, narrow, few, gemv, resident, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
-        address(a), origin, a.strides[0] // size, a.strides[1] // size,
-        address(b), origin, b.strides[0] // size, b.strides[1] // size,
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
+        address(a), origin, rs_a, cs_a, address(b), origin, rs_b, cs_b,
         address(c), origin, c.strides[0] // size, c.strides[1] // size,
         kc, address(scratch), address(sums),
     )
+    return SMALL_DONE
 
 
 @njit(cache=True)
-def vector_entry(gemv, alpha, beta, v, mat, c, kc, sums, rows_of_mat):
+def vector_entry(gemv, lane_sums, alpha, beta, v, mat, c, kc, sums, rows_of_mat):
     """Entry from Python for a matrix and a vector (1-D ``v`` and ``c``), ``mat`` with
     contiguous rows: c = mat @ v (``rows_of_mat``, row dots) or c = v @ mat (GEMV rows)."""
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    rule = row_dots_rule(gemv, lane_sums)
     size = mat.itemsize
     if rows_of_mat:
-        dot_rows(gemv, mat.shape[0], mat.shape[1], alpha, beta, address(v), origin, v.strides[0] // size,
+        dot_rows(rule, mat.shape[0], mat.shape[1], alpha, beta, address(v), origin, v.strides[0] // size,
                  address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
                  address(sums))
     else:
-        gemv_rows(gemv, mat.shape[1], mat.shape[0], alpha, beta, address(v), origin, v.strides[0] // size,
+        gemv_rows(rule, mat.shape[1], mat.shape[0], alpha, beta, address(v), origin, v.strides[0] // size,
                   address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
                   address(sums))

@@ -64,11 +64,32 @@ def random_matrix(rng, shape, dtype, order="C"):
     return np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
 
 
-def blocked_product(a, b, monkeypatch):
+@contextlib.contextmanager
+def plan_limits(**values):
+    """plan's limits (its module constants: UNPACKED_MAX_VOLUME, FEW_ROWS_MAX, ...) set to
+    ``values`` inside a with block.  A thread's prepared state binds some of them when it
+    is built (matmul's small-matrix way in, ``plan.run_small``), so the states are rebuilt
+    on entry and on exit: a limit changed after a product is never silently ignored."""
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in values.items():
+                assert name.isupper() and hasattr(plan, name), f"plan has no limit {name}"
+                patch.setattr(plan, name, value)
+            plan._bump_version()
+            yield
+    finally:
+        plan._bump_version()
+
+
+@pytest.fixture
+def limits():
+    """``plan_limits`` until the end of the test: ``limits(NAME=value, ...)``."""
+    with contextlib.ExitStack() as stack:
+        yield lambda **values: stack.enter_context(plan_limits(**values))
+
+
+def blocked_product(a, b):
     """a @ b on the blocked driver, whatever its size and however few rows a has: the
     reference bits the unpacked paths must give."""
-    with monkeypatch.context() as patch:
-        patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
-        patch.setattr(plan, "FEW_ROWS_MAX", 0)
+    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0}, FEW_ROWS_MAX=0):
         return smallgemm.matmul(a, b)

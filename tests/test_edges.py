@@ -25,7 +25,7 @@ def edge_shapes(kernel, dtype):
 
 
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])
-def test_edge_tiles_against_the_reference_and_the_blocked_bits(kernel, dtype, layout, monkeypatch):
+def test_edge_tiles_against_the_reference_and_the_blocked_bits(kernel, dtype, layout):
     rng = np.random.default_rng(11)
     for m, n in edge_shapes(kernel, dtype):
         for k in (3, 40):
@@ -36,7 +36,7 @@ def test_edge_tiles_against_the_reference_and_the_blocked_bits(kernel, dtype, la
             b = random_matrix(rng, (k, n), dtype)
             got = smallgemm.matmul(a, b)
             assert_close(got, 1.0, a, b)
-            np.testing.assert_array_equal(got, blocked_product(a, b, monkeypatch), err_msg=f"{m}x{n}x{k}")
+            np.testing.assert_array_equal(got, blocked_product(a, b), err_msg=f"{m}x{n}x{k}")
 
 
 def test_edge_tiles_write_nothing_outside_c(kernel, dtype):
@@ -72,7 +72,7 @@ def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(d
     assert _decides(side, side, side, dtype, one_thread=True, a_row_pad=pad + 1)
 
 
-def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype, monkeypatch):
+def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype):
     rng = np.random.default_rng(13)
     side = round(plan.UNPACKED_MAX_VOLUME[dtype.itemsize] ** (1 / 3))
     m, n, k = side + 17, side + 9, side + 5  # past the small products, with edges
@@ -80,6 +80,6 @@ def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype, mo
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
         assert_close(got, 1.0, a, b)
-        np.testing.assert_array_equal(got, blocked_product(a, b, monkeypatch))
+        np.testing.assert_array_equal(got, blocked_product(a, b))
     with smallgemm.num_threads(2):
         np.testing.assert_array_equal(smallgemm.matmul(a, b), got)

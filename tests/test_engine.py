@@ -12,9 +12,10 @@ import pytest
 import smallgemm
 from numba import types
 from reference import assert_close
-from conftest import random_matrix
+from conftest import forced_kernel, random_matrix
 from smallgemm import plan
 from smallgemm.driver import gemm_entry
+from smallgemm.kernels import KERNELS
 from smallgemm.unpacked import unpacked_entry
 
 
@@ -40,16 +41,14 @@ def test_edges_around_tiles_and_blocks(kernel, dtype, tiny_blocks):
         assert_close(c, 1.0, a, b)
 
 
-def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, monkeypatch):
+def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, limits):
     """``use_kernel`` really selects the kernel: after a blocked and an unpacked product, both
     drivers' entry points hold a specialisation for its tile and this dtype (the tile's
     TileShape is part of each signature), so the other tests of this kernel ran its code."""
     rng = np.random.default_rng(7)
     a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 40), dtype)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # small: the unpacked path
-    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
+    limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0}, FEW_ROWS_MAX=0)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
     for entry in (gemm_entry, unpacked_entry):
         ran = {(sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float))) for sig in entry.signatures}
@@ -180,17 +179,38 @@ def test_identity_is_exact(kernel, dtype, tiny_blocks):
     np.testing.assert_array_equal(smallgemm.gemm(1.0, np.eye(m, dtype=dtype), a), a)
 
 
+def test_every_change_of_kernel_or_batch_invariance_reaches_the_next_call(dtype):
+    """The prepared state a call takes (``plan.current_prepared``, which does not ask for the
+    kernel while nothing changed) follows every change: kernel forced and restored, batch
+    invariance given up and back, through the functions and the context managers."""
+    a = np.ones((16, 16), dtype)
+    names = [kernel.name for kernel in KERNELS]
+    for name in names + names[::-1]:
+        with forced_kernel(name):
+            assert plan.current_prepared(dtype).kernel.name == name
+            np.testing.assert_array_equal(smallgemm.matmul(a, a), np.full((16, 16), 16, dtype))
+            before = smallgemm.get_batch_invariant()
+            for invariant in (not before, before):  # given up (or back), then restored
+                outside = smallgemm.get_batch_invariant()
+                with smallgemm.batch_invariant(invariant):
+                    assert plan.current_prepared(dtype).lane_sums is not invariant
+                assert plan.current_prepared(dtype).lane_sums is not outside
+                smallgemm.set_batch_invariant(invariant)
+                assert plan.current_prepared(dtype).lane_sums is not invariant
+            assert smallgemm.get_batch_invariant() is before
+    assert plan.current_prepared(dtype).kernel is smallgemm.dispatch.current()
+
+
 def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
     prep = plan._Prepared(kernel, dtype, plan._version)
-    names = ("blocked", "unpacked", "batched", "vector")
+    names = ("blocked", "unpacked", "small", "batched", "vector")
     assert all(isinstance(getattr(prep, name), plan._FirstUse) for name in names)
     rng = np.random.default_rng(5)
     a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
     c = np.full((5, 3), np.nan, dtype)
-    prep.unpacked(prep.shape, prep.narrow, prep.few, prep.gemv, prep.resident, prep.scalar(1.0), prep.scalar(0.0),
-                  a, b, c, prep.sizes.kc, prep.workspace.scratch, prep.workspace.sums)
+    prep.unpacked(False, prep.scalar(1.0), prep.scalar(0.0), a, b, c)
     assert_close(c, 1.0, a, b)
-    assert prep.unpacked is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
-    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [True, False, True, True]
+    assert prep.unpacked.func is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
+    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [True, False, True, True, True]

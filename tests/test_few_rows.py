@@ -8,13 +8,13 @@ from numba import njit
 
 import smallgemm
 from smallgemm import blocking, entry, parallel, plan, simd, unpacked
-from conftest import blocked_product, random_matrix
+from conftest import blocked_product, plan_limits, random_matrix
 from reference import assert_close
 
 
 @pytest.fixture
-def always_parallel(monkeypatch):
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
+def always_parallel(limits):
+    limits(PARALLEL_MIN_VOLUME={4: 0, 8: 0})
 
 
 def b_layouts(rng, k, n, dtype):
@@ -35,7 +35,7 @@ def test_few_rows_against_reference(kernel, dtype, m):
 
 
 @pytest.mark.parametrize("m", [2, 13, 17, 32])
-def test_few_rows_within_one_main_tile(kernel, dtype, m, monkeypatch):
+def test_few_rows_within_one_main_tile(kernel, dtype, m):
     """Few rows whose output fits one main tile take the main tile, not the few-rows one:
     right against the reference, and the bits of the blocked driver and of each row alone."""
     rng = np.random.default_rng(m)
@@ -48,7 +48,7 @@ def test_few_rows_within_one_main_tile(kernel, dtype, m, monkeypatch):
         assert_close(got, 1.0, x, w)
         for i in (0, m - 1):
             np.testing.assert_array_equal(smallgemm.matmul(x[i : i + 1], w), got[i : i + 1], err_msg=f"n {n} row {i}")
-        np.testing.assert_array_equal(blocked_product(x, w, monkeypatch), got, err_msg=f"n {n} blocked")
+        np.testing.assert_array_equal(blocked_product(x, w), got, err_msg=f"n {n} blocked")
 
 
 def test_gemv_with_vectors(kernel, dtype):
@@ -79,7 +79,7 @@ def test_gemv_across_column_chunks(kernel, dtype):
 
 
 @pytest.mark.parametrize("k", [1, unpacked.AXPY_ROWS - 1, unpacked.AXPY_ROWS, 2 * unpacked.AXPY_ROWS + 3, 61])
-def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch):
+def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
     """One row streams B's rows a group at a time: KC blocks that end inside a group, a
     depth shorter than a group, edge columns: right, and the blocked driver's bits."""
     rng = np.random.default_rng(k)
@@ -92,18 +92,18 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k, monkeypatch
                         ("padded rows", random_matrix(rng, (k, n + 11), dtype)[:, 4 : 4 + n])):
             got = smallgemm.matmul(x[:1], w)
             assert_close(got, 1.0, x[:1], w)
-            np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[:1], err_msg=name)
+            np.testing.assert_array_equal(got, blocked_product(x, w)[:1], err_msg=name)
             c = random_matrix(rng, (1, n), dtype)
             assert_close(smallgemm.gemm(0.5, x[:1], w, beta=3.0, c=c), 0.5, x[:1], w, 3.0, c)
             strided = random_matrix(rng, (1, 2 * k), dtype)[:, ::-2]  # a row of A read with stride -2
-            np.testing.assert_array_equal(smallgemm.matmul(strided, w), blocked_product(np.vstack([strided] * 2), w,
-                                                                                    monkeypatch)[:1], err_msg=name)
+            np.testing.assert_array_equal(smallgemm.matmul(strided, w), blocked_product(np.vstack([strided] * 2), w)[:1],
+                                          err_msg=name)
             assert_close(smallgemm.matmul(strided, w), 1.0, strided, w)
     finally:
         plan.set_block_sizes(kernel, dtype, None)
 
 
-def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
+def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
     """A B large enough for the single-row stream to request rows ahead (512-bit kernels;
     the others do not): the same bits."""
     rng = np.random.default_rng(8)
@@ -114,13 +114,13 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype, monkeypatch):
     with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
         got = smallgemm.matmul(x[0], w)
     assert_close(got[None, :], 1.0, x[:1], w)
-    np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[0])
+    np.testing.assert_array_equal(got, blocked_product(x, w)[0])
     with smallgemm.num_threads(3):
         np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got)
 
 
 @pytest.mark.parametrize("kc", [None, 2 * unpacked.AXPY_ROWS_WIDE + 3])
-def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatch):
+def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     """A B large enough for the single-row stream to add its rows in wide groups (512-bit
     kernels; the others keep groups of AXPY_ROWS): KC blocks that end inside a group, edge
     columns; right, and the bits of the blocked driver."""
@@ -140,7 +140,7 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc, monkeypatc
             backwards = np.ascontiguousarray(x[0, ::-1])[::-1]  # the same row read with stride -1
             np.testing.assert_array_equal(smallgemm.matmul(backwards, w), got)
         assert_close(got[None, :], 1.0, x[:1], w)
-        np.testing.assert_array_equal(got, blocked_product(x, w, monkeypatch)[0])
+        np.testing.assert_array_equal(got, blocked_product(x, w)[0])
         for threads in (2, 3):
             with smallgemm.num_threads(threads):
                 np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got, err_msg=f"{threads} threads")
@@ -159,7 +159,7 @@ def narrow_operands(rng, kernel, dtype, n, large):
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 9])
 @pytest.mark.parametrize("large", [False, True], ids=["small path", "planner"])
-def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n, large, monkeypatch):
+def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n, large):
     """A C at most half the narrow tile wide is computed turned over (few rows times a
     transposed A): right, and the bits of the narrow tile, of the blocked driver, of each
     row alone and of any thread count; through matmul and gemm (alpha, beta, C's layouts)."""
@@ -169,8 +169,7 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
     assert plan._turns_narrow(a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
-        with monkeypatch.context() as patch:
-            patch.setattr(plan, "TURNED_NARROW_MIN_DEPTH", a.shape[1] + 1)  # not turned
+        with plan_limits(TURNED_NARROW_MIN_DEPTH=a.shape[1] + 1):  # not turned
             np.testing.assert_array_equal(smallgemm.matmul(a, b), got)
         for i in (0, a.shape[0] // 2, a.shape[0] - 1):
             np.testing.assert_array_equal(smallgemm.matmul(a[i], b), got[i], err_msg=f"row {i}")
@@ -184,7 +183,7 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
         same_rows = np.broadcast_to(a[3], a.shape)  # a zero row stride
         np.testing.assert_array_equal(smallgemm.matmul(same_rows, b), np.broadcast_to(got[3], got.shape))
     assert_close(got, 1.0, a, b)
-    np.testing.assert_array_equal(blocked_product(a, b, monkeypatch), got)
+    np.testing.assert_array_equal(blocked_product(a, b), got)
     for threads in (2, 3):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"{threads} threads")
@@ -305,11 +304,11 @@ def test_row_dots_pair_row_blocks_for_256_bit_vectors_where_their_rows_share_no_
 
 
 @pytest.mark.parametrize("k", [1, 5, 37, 70])
-def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parallel, monkeypatch):
+def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parallel, limits):
     """Row dots of rows that all start at one place within a vector, for every place: the
     steps before a vector boundary taken on their own (in every KC block) give the bits of
     the blocked driver, on any thread count."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # no one-thread way in, whatever the size
+    limits(PARALLEL_MIN_STREAM=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
@@ -317,7 +316,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
         x = random_matrix(rng, (k,), dtype)
         ld = -(-(k + 1) // 16) * 16
         for offset, w in starts_within_a_line(rng, 33, k, ld, dtype):
-            expected = blocked_product(x[None, :], w.T, monkeypatch)[0]
+            expected = blocked_product(x[None, :], w.T)[0]
             assert_close(expected[None, :], 1.0, x[None, :], w.T)
             for threads in (1, 2, 3):
                 with smallgemm.num_threads(threads):
@@ -327,7 +326,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
         plan.set_block_sizes(kernel, dtype, None)
 
 
-def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
+def test_gemv_from_any_start_within_a_vector(kernel, dtype):
     """One row times a B whose rows all start at one place within a vector, for every place,
     wide enough for two column chunks and large enough to be shared out: the columns before
     a vector boundary taken one by one give the bits of the blocked driver, on any thread
@@ -338,7 +337,7 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
     k = parallel.GEMV_ROWS_PARALLEL_MIN_BYTES // (n * dtype.itemsize) + 3  # streamed on each worker
     x = random_matrix(rng, (2, k), dtype)
     for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
-        expected = blocked_product(x, w, monkeypatch)[0]
+        expected = blocked_product(x, w)[0]
         assert_close(expected[None, :], 1.0, x[:1], w)
         for threads in (1, 2, 3):
             with smallgemm.num_threads(threads):
@@ -346,12 +345,12 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("m", [2, 4, 9])
-def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parallel, monkeypatch):
+def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parallel, limits):
     """A few rows times a B whose rows all start at one place within a line, for every place,
     over several KC blocks: the columns before a line boundary taken as a strip of their own
     (with strips requested ahead, and a last strip cut short) give the bits of the blocked
     driver, on any thread count; so does a B too narrow to be split."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # shared out whatever the size
+    limits(PARALLEL_MIN_STREAM=0)  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
@@ -360,7 +359,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
         for n in (4 * cols + 5, cols):
             ld = -(-(n + 1) // 16) * 16
             for offset, w in starts_within_a_line(rng, 50, n, ld, dtype):
-                expected = blocked_product(x, w, monkeypatch)
+                expected = blocked_product(x, w)
                 assert_close(expected, 1.0, x, w)
                 for threads in (1, 2, 3):
                     with smallgemm.num_threads(threads):
@@ -371,13 +370,13 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
 
 
 @pytest.mark.parametrize("rows, k", [(1, 1), (5, 7), (37, 301), (70, 133)])
-def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, rows, k, always_parallel, monkeypatch):
+def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, rows, k, always_parallel, limits):
     """With batch invariance given up, a matrix times a contiguous vector along contiguous
     rows sums each row lane-wise: right against the reference (edge rows and k, alpha and
     beta, NaN in C unread), the same bits through every way in, for rows read backwards or
     padded, and on any thread count;
     with a strided vector, and for other products, the invariant bits."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # row dots shared out whatever the size
+    limits(PARALLEL_MIN_STREAM=0)  # row dots shared out whatever the size
     rng = np.random.default_rng(rows * 1000 + k)
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
     strided = random_matrix(rng, (2 * k,), dtype)[::2]
@@ -410,11 +409,11 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
     np.testing.assert_array_equal(smallgemm.matmul(w, x), invariant["contiguous"])
 
 
-def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_parallel, monkeypatch):
+def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_parallel, limits):
     """The lane-wise opt-in is a run-time value of the row-dots rule: the entries compiled
     for the invariant row dots serve it, on one thread and several (a second set cost about
     a minute per kernel and dtype), and its bits are its own."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    limits(PARALLEL_MIN_STREAM=0)
     rng = np.random.default_rng(17)
     w, x = random_matrix(rng, (90, 70), dtype), random_matrix(rng, (70,), dtype)
     entries = [e for e in vars(plan).values() if isinstance(e, entry.Entry)]
@@ -434,11 +433,10 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
 
 
 @pytest.mark.parametrize("count", [2, 3, 7])
-def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, monkeypatch, count):
+def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, limits, count):
     """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:
     every product the bits of the lone product on one thread."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    limits(PARALLEL_MIN_STACK_VOLUME=0, PARALLEL_MIN_STREAM=0)
     rng = np.random.default_rng(count)
     w = random_matrix(rng, (count, 70, 45), dtype)
     x = random_matrix(rng, (count, 45, 1), dtype)
@@ -465,9 +463,9 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
 
 
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
-def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, monkeypatch, form):
+def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, limits, form):
     """Row dots split into runs of row blocks: the bits of one thread on 1, 2, 3 and 8."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)  # no one-thread way in, whatever the size
+    limits(PARALLEL_MIN_STREAM=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(9)
     rows, k = 301, 45
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
@@ -519,7 +517,7 @@ def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_b
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_batch_invariance(kernel, dtype, threads, monkeypatch):
+def test_batch_invariance(kernel, dtype, threads):
     """A row of C has the same bits alone, in a small batch and in a large product."""
     rng = np.random.default_rng(3)
     sizes = plan.block_sizes(kernel, dtype)
@@ -539,12 +537,8 @@ def test_batch_invariance(kernel, dtype, threads, monkeypatch):
             pairs = smallgemm.matmul(x.reshape(150, 2, k), np.broadcast_to(w, (150,) + w.shape))
             np.testing.assert_array_equal(pairs.reshape(big_m, -1), full, err_msg=f"{name} batched loop")
         # The unpacked (small) and blocked drivers agree too.
-        monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-        monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
-        monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
         with smallgemm.num_threads(threads):
-            np.testing.assert_array_equal(smallgemm.matmul(x[:4], w), full[:4], err_msg=f"{name} blocked")
-        monkeypatch.undo()
+            np.testing.assert_array_equal(blocked_product(x[:4], w), full[:4], err_msg=f"{name} blocked")
 
 
 @pytest.mark.parametrize("trans", [False, True])
@@ -608,11 +602,10 @@ def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("trans", [False, True])
-def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans):
+def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans, limits):
     """Prepacked products on any number of workers (few rows: groups of panels;
     more: row-block tasks) give the bits of the one-thread unpacked operand."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STREAM", 0)
+    limits(PARALLEL_MIN_VOLUME={4: 0, 8: 0}, PARALLEL_MIN_STREAM=0)
     ran = []
     real = plan.run_prepacked_parallel
     monkeypatch.setattr(plan, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))
@@ -717,7 +710,7 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     assert_close(results[0], 1.0, x, w)
 
 
-def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_bits(kernel, dtype, monkeypatch):
+def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_bits(kernel, dtype, limits):
     """One row times a B of GEMV_ROWS_PARALLEL_MIN_BYTES or more (rows contiguous): each
     worker streams its own columns of every row; the bits are those of one thread, and
     of the row inside a packed product."""
@@ -733,9 +726,7 @@ def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
-    monkeypatch.setattr(plan, "FEW_ROWS_MAX", 0)
-    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
+    limits(FEW_ROWS_MAX=0, UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0})
     packed = smallgemm.matmul(np.vstack([x, x[:, ::-1]] * 20), w)  # the blocked driver
     np.testing.assert_array_equal(packed[:1], expected)
 

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 import smallgemm
+from conftest import plan_limits, random_matrix
 from reference import assert_close
 from smallgemm import plan
+from smallgemm.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 
 SHAPE_PAIRS = [
     ((3, 4), (4, 5)),
@@ -191,7 +193,7 @@ def _matrix(rng, shape, dtype, layout):
 
 
 @pytest.mark.parametrize("layout", ["C", "F", "reversed", "strided"])
-def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dtype, layout, monkeypatch):
+def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dtype, layout):
     """2-D products take matmul's direct way in, whatever their size: the same bits as the
     general way (``out=``) and ``gemm``, and as the other driver, against the reference."""
     side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
@@ -205,10 +207,54 @@ def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dty
         np.testing.assert_array_equal(smallgemm.matmul(a, b, out=out), got)
         np.testing.assert_array_equal(smallgemm.gemm(1.0, a, b), got)
         for limit in (0, m * n * k):  # blocked, then unpacked
-            with monkeypatch.context() as patch:
-                patch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: limit, 8: limit})
-                patch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: limit, 8: limit})
+            with plan_limits(UNPACKED_MAX_VOLUME={4: limit, 8: limit}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: limit, 8: limit}):
                 np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"limit {limit}")
+
+
+def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
+    """``plan.run_small`` (matmul's way in for small matrices) computes small products along
+    contiguous rows and leaves every other one, untouched, to the planner or to the general
+    path: each route gives matmul's result against the reference, bitwise as ``out=``."""
+    rng = np.random.default_rng(12)
+    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
+    narrow_rows = plan.FEW_ROWS_MAX + 1
+    records = np.zeros((6, 5), dtype=[("x", dtype), ("pad", np.int8)])
+    records["x"] = rng.standard_normal((6, 5))
+    cases = [
+        ("16x16", random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype), SMALL_DONE),
+        ("one row, B transposed", random_matrix(rng, (1, 9), dtype), random_matrix(rng, (7, 9), dtype).T, SMALL_DONE),
+        ("one column", random_matrix(rng, (9, 7), dtype), random_matrix(rng, (7, 1), dtype), SMALL_DONE),
+        ("B transposed", random_matrix(rng, (5, 9), dtype), random_matrix(rng, (7, 9), dtype).T, SMALL_PLANNED),
+        ("past the limit", random_matrix(rng, (side + 1, side), dtype), random_matrix(rng, (side, side), dtype),
+         SMALL_PLANNED),
+        ("narrow, many rows", random_matrix(rng, (narrow_rows, 40), dtype), random_matrix(rng, (40, 2), dtype),
+         SMALL_PLANNED if 2 * 2 <= kernel.narrow.cols(dtype.itemsize) else SMALL_DONE),
+        ("k = 0", np.ones((3, 0), dtype), np.ones((0, 4), dtype), SMALL_PLANNED),
+        ("part-element strides", records["x"], random_matrix(rng, (5, 3), dtype), SMALL_REFUSED),
+        ("mismatched", random_matrix(rng, (3, 4), dtype), random_matrix(rng, (5, 6), dtype), SMALL_REFUSED),
+    ]
+    for name, a, b, route in cases:
+        a0, b0 = a.copy(), b.copy()
+        c = np.full((a.shape[0], b.shape[1]), np.nan, dtype)
+        assert plan.run_small(a, b, c) == route, name
+        if route == SMALL_DONE:
+            assert_close(c, 1.0, a, b)
+        else:
+            assert np.isnan(c).all(), f"{name}: written, though left to another path"
+        np.testing.assert_array_equal(a, a0)
+        np.testing.assert_array_equal(b, b0)
+        if route == SMALL_REFUSED and a.shape[1] != b.shape[0]:
+            with pytest.raises(ValueError, match=r"\(3, 4\) and \(5, 6\)"):
+                smallgemm.matmul(a, b)
+            continue
+        got = smallgemm.matmul(a, b)
+        assert_close(got, 1.0, a, b)
+        np.testing.assert_array_equal(smallgemm.matmul(a, b, out=np.empty_like(got)), got, err_msg=name)
+    a, b = random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype)
+    c = np.empty((16, 16), dtype)
+    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
+        assert plan.run_small(a, b, c) == SMALL_PLANNED
+    assert plan.run_small(a, b, c) == SMALL_DONE
 
 
 def test_inputs_not_modified(dtype):

@@ -17,12 +17,10 @@ THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 
 
 @pytest.fixture
-def always_parallel(monkeypatch):
+def always_parallel(limits):
     """Let even small products take the parallel driver."""
-    monkeypatch.setattr(plan, "PARALLEL_MIN_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "PARALLEL_MIN_STACK_VOLUME", 0)
-    monkeypatch.setattr(plan, "UNPACKED_MAX_VOLUME", {4: 0, 8: 0})
-    monkeypatch.setattr(plan, "UNPACKED_ONE_THREAD_MAX_VOLUME", {4: 0, 8: 0})
+    none = {4: 0, 8: 0}
+    limits(PARALLEL_MIN_VOLUME=none, PARALLEL_MIN_STACK_VOLUME=0, UNPACKED_MAX_VOLUME=none, UNPACKED_ONE_THREAD_MAX_VOLUME=none)
 
 
 def products_by_thread_count(a, b, beta=0.0, c=None):
