@@ -535,7 +535,7 @@ def unpacked_parallel_product(
         dot_rows_parallel(gemv, n, k, alpha, beta, a, origin, cs_a, b, origin, cs_b, c, origin, cs_c, kc, workers, sums,
                           counter)
         return
-    choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
+    choice = tile_choice(shape, narrow, few, resident, m, n, k, kc, a)
     if cs_b != 1:  # B transposed: the few-rows tile, as gemm_unpacked
         unpacked_parallel(FEW_TILE, *args)
     elif choice == RESIDENT_TILE:  # a resident-B product is too small for threads: the narrow tile

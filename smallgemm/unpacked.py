@@ -89,12 +89,22 @@ FEW_TILE_MAX_ROWS = 32
 # 1000x16x24 float64 33 -> 19 (through the narrow or main tile before).
 RESIDENT_STRIPS = 4
 
+# A few rows times a B of fewer bytes than this take the main tile unless the
+# few-rows tile saves a quarter of the FMAs: from the L1, the few-rows stream
+# costs more than the padding rows it saves.  Zen 3 host (AVX2: 6 x 16 main tile,
+# 4 x 16 few tile), one thread, unpacked driver, main / stream: float32 16x32x16
+# 0.60, 12x48x48 0.57, 32x64x32 0.64, 16x64x64 0.69 (and 30x64x256, 64 KiB: 0.56),
+# but 16x128x128 (64 KiB) 1.09, 16x512x128 1.12, 16x2048x512 2.03 (B rows far
+# apart: the stream reads B in order); float64 16x16x16 0.74, 12x48x48 0.81,
+# 32x64x32 1.0, but 16x64x64 (32 KiB) 1.12.
+FEW_TILE_MIN_B_BYTES = 32 * 1024
+
 # The kernel's tiles, as ``tile_choice`` names them.
 MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4
 
 
 @njit(cache=True)
-def tile_choice(shape, narrow, resident, m, n, k, kc, a):
+def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
     """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
 
     ``resident`` when B's k fits in its registers (k <= depth, n within
@@ -106,7 +116,9 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
     tile would mostly compute copies of the last row, unless n fits one main
     tile (half the few tile would then be padding: float32, one thread, main /
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
-    1.26).  Then ``narrow`` again where the main tile's padding rows cost a
+    1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
+    than a quarter of the FMAs: its stream costs more than it saves.  Then
+    ``narrow`` again where the main tile's padding rows cost a
     third more FMAs than the narrow tile's extra column strips: 16 rows on a
     14-row main tile compute 28 (Zen 4 host, one thread, float64 300 products
     16x16x16 149 -> 128 us, float32 200 products 16x32x32 134 -> 99 us; 30
@@ -118,7 +130,10 @@ def tile_choice(shape, narrow, resident, m, n, k, kc, a):
         return NARROW_TILE
     if m == 1:
         return GEMV_TILE
-    if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a):
+    if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a) and (
+        n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
+        or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
+    ):
         return FEW_TILE
     if m <= FEW_TILE_MAX_ROWS and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
         return NARROW_TILE
@@ -679,7 +694,7 @@ def gemm_unpacked(
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
                      c, c_off, rs_c, cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
         return
-    choice = tile_choice(shape, narrow, resident, m, n, k, kc, a)
+    choice = tile_choice(shape, narrow, few, resident, m, n, k, kc, a)
     if choice == RESIDENT_TILE:
         resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
     elif choice == NARROW_TILE:
@@ -710,7 +725,7 @@ def gemm_unpacked_stack(
     inlined.
     """
     count = offsets_c.shape[0]
-    if cs_b == 1 and tile_choice(shape, narrow, resident, m, n, k, kc, a) == RESIDENT_TILE:
+    if cs_b == 1 and tile_choice(shape, narrow, few, resident, m, n, k, kc, a) == RESIDENT_TILE:
         if cs_c == 1 and cs_a == 1 and n <= tile_cols(resident, a):
             for t in range(count):
                 resident_strip(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
@@ -741,7 +756,10 @@ def main_tiles(
     A last column strip no wider than the narrow tile goes to the narrow tile
     (one vector: 100 columns were four 32-column strips, the last with 4 live
     columns, a third more FMAs than useful), and the last rows to the few-rows
-    tile where it computes fewer FMAs (2 live rows of 14 computed 14).
+    tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
+    a third fewer does not pay for the stream (Zen 3 host, AVX2, float32, one
+    thread, main tile on the 4 edge rows / few-rows stream: 16x16x16 0.88, 20x16x16
+    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).
     Every element is still the FMA chain of its KC block in increasing k: the
     bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
     """
@@ -755,7 +773,8 @@ def main_tiles(
                        c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
     main_rows = m
     edge_rows = m % mr
-    if m > mr and edge_rows > 0 and padded_fmas(few, edge_rows, main_cols, a) < padded_fmas(shape, edge_rows, main_cols, a):
+    few_saves_half = 2 * padded_fmas(few, edge_rows, main_cols, a) <= padded_fmas(shape, edge_rows, main_cols, a)
+    if m > mr and edge_rows > 0 and few_saves_half:
         main_rows = m - edge_rows
         # cs_b and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
         stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,

@@ -24,14 +24,14 @@ def resident_strip(kernel, dtype):
 
 
 @njit
-def _tile_choice(shape, narrow, resident, m, n, k, kc, probe):
-    return tile_choice(shape, narrow, resident, m, n, k, kc, address(probe))
+def _tile_choice(shape, narrow, few, resident, m, n, k, kc, probe):
+    return tile_choice(shape, narrow, few, resident, m, n, k, kc, address(probe))
 
 
 def chosen(kernel, dtype, m, n, k):
     """The tile the unpacked driver picks for an m x n x k product."""
     kc = plan.block_sizes(kernel, dtype).kc
-    return _tile_choice(kernel.shape, kernel.narrow, kernel.resident, m, n, k, kc, np.zeros(1, dtype))
+    return _tile_choice(kernel.shape, kernel.narrow, kernel.few, kernel.resident, m, n, k, kc, np.zeros(1, dtype))
 
 
 def a_layouts(rng, m, k, dtype):
