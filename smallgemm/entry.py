@@ -58,6 +58,10 @@ class Entry:
         self._compiled: dict = {}
         self._lock = threading.Lock()
 
+    def ready(self, kernel, dtype: np.dtype) -> bool:
+        """Whether this kernel and dtype's entry point was compiled (or loaded) already."""
+        return (kernel.name, dtype.char) in self._compiled
+
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
         key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time argument

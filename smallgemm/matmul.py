@@ -179,7 +179,7 @@ def matmul(
                 else:
                     c = np.empty(a.shape[:-1] + (b.shape[1],), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
-                route = plan.run_small(rows, b, c_rows)
+                route = plan.run_small(rows, b, c_rows, dtype)
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)

@@ -27,7 +27,7 @@ from .parallel import (
     prepacked_rows_parallel,
     unpacked_parallel_entry,
 )
-from .unpacked import L1_SET_PERIOD_BYTES, unpacked_entry, vector_entry
+from .unpacked import L1_SET_PERIOD_BYTES, SMALL_REFUSED, unpacked_entry, vector_entry
 
 _BLOCKED = Entry(
     gemm_entry,
@@ -35,7 +35,7 @@ _BLOCKED = Entry(
 )
 _UNPACKED = Entry(
     unpacked_entry,
-    ("shape", "narrow", "few", "gemv", "bool", "resident", "int", "buffer", "buffer", "int", "int", "int", "bool",
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "int", "int", "int", "int", "int", "int", "bool",
      "scalar", "scalar", "matrix", "matrix", "out"),
 )
 _VECTOR = Entry(
@@ -183,15 +183,27 @@ def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
     return sizes
 
 
-_version = 0  # bumped whenever block sizes or the kernel in force change: prepared states are rebuilt
+_version = 0  # bumped whenever block sizes change: prepared states are rebuilt
+
+
+# Bumped by every change a call's prepared state depends on: block sizes (with _version),
+# the kernel in force or batch invariance (which leave the states valid: switching back
+# and forth rebuilds none).  ``current_prepared`` then looks the state up again.
+_generation = 0
 
 
 def _bump_version() -> None:
-    global _version
+    global _version, _generation
     _version += 1
+    _generation += 1
 
 
-dispatch.on_change(_bump_version)  # a state is for one kernel: a new one in force, new states
+def _kernel_changed() -> None:
+    global _generation
+    _generation += 1
+
+
+dispatch.on_change(_kernel_changed)
 
 
 def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
@@ -236,6 +248,21 @@ class _FirstUse:
         return native(*args)
 
 
+class _FirstSmall(_FirstUse):
+    """The small-matrix slot (``run_small``): until a product has needed the unpacked entry
+    (compiled or loaded it), it answers SMALL_REFUSED, and the caller's general path places
+    the product (~3 us more, once).  Fetching the entry here would compile it only to be
+    told that a first large product is not small: a first 300x300 float32 product, cold
+    cache, 19 -> 34 s (Zen 3 host)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args):
+        if not self.entry.ready(self.prepared.kernel, self.prepared.dtype):
+            return SMALL_REFUSED
+        return super().__call__(*args)
+
+
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread.
 
@@ -259,12 +286,13 @@ class _Prepared:
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", _BLOCKED)
         # The unpacked entry's arguments that do not change from call to call, bound once
-        # (the attribute reads cost ~0.14 us of a 16x16 call: Zen 3 host).
-        fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch, self.workspace.sums,
+        # (the attribute reads cost ~0.14 us of a 16x16 call: Zen 3 host); the workspace by
+        # its addresses, which unbox for nothing (this state keeps it alive).
+        fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
                  UNPACKED_MAX_VOLUME[dtype.itemsize], PARALLEL_MIN_STREAM, FEW_ROWS_MAX)
         self.unpacked = _FirstUse(self, "unpacked", _UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)
-        self.small = _FirstUse(self, "small", _UNPACKED, (*fixed, True, self.one, self.zero))
+        self.small = _FirstSmall(self, "small", _UNPACKED, (*fixed, True, self.one, self.zero))
         self.batched = _FirstUse(self, "batched", _BATCHED)
         self.vector = _FirstUse(self, "vector", _VECTOR)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
@@ -295,6 +323,7 @@ class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
         self.last: _Prepared | None = None  # the state current_prepared gave last: small calls find it first
+        self.generation = -1  # the value of _generation when it did
 
 
 _local = _PerThread()
@@ -312,13 +341,14 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
 
 def current_prepared(dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel in force and ``dtype``.  The last one
-    given serves while nothing changed (``_version``, bumped by a change of kernel too):
-    no kernel lookup on a small call (~0.14 us of a 16x16 product, Zen 3 host)."""
+    given serves while nothing changed (``_generation``): no kernel lookup on a small call
+    (~0.14 us of a 16x16 product, Zen 3 host)."""
     local = _local
-    prep = local.last
-    if prep is not None and prep.dtype is dtype and prep.version == _version:
-        return prep
+    if local.generation == _generation and local.last.dtype is dtype:
+        return local.last
+    generation = _generation  # read first: a change from now on is seen by the next call
     prep = local.last = prepared(dispatch.current(), dtype)
+    local.generation = generation
     return prep
 
 
@@ -574,14 +604,19 @@ def _run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, si
     )
 
 
-def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> int:
+def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
     """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
     small matrices: ``unpacked.unpacked_entry`` with ``small_only``).  A, B and C are 2-D
     arrays of one float dtype (nothing else is checked here: the entry would read another
     dtype's memory as this one's).  Returns ``unpacked.SMALL_DONE``, ``SMALL_PLANNED`` (a
-    valid product for ``run``) or ``SMALL_REFUSED`` (mismatched shapes or part-element
-    strides: the caller's general path says what is wrong)."""
-    return current_prepared(c.dtype).small(a, b, c)
+    valid product for ``run``) or ``SMALL_REFUSED`` (for the caller's general path, which
+    says what is wrong: mismatched shapes or part-element strides; or, before any product
+    has needed the unpacked entry, any product: see ``_FirstSmall``).  ``dtype``: theirs."""
+    local = _local  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
+    prep = local.last if local.generation == _generation else None
+    if prep is None or prep.dtype is not dtype:
+        prep = current_prepared(dtype)
+    return prep.small(a, b, c)
 
 
 def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:

@@ -225,6 +225,21 @@ def address(typingctx, arr):
 
 
 @intrinsic
+def buffer_at(typingctx, addr, like):
+    """Pointer to ``like``'s elements at the integer address ``addr``: a workspace that the
+    caller keeps alive, passed to an entry as its address (an int unboxes for nothing, an
+    array for ~0.05 us: a tenth of a 16x16 product's native call)."""
+    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+        return None
+    pointer = types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(addr, like), codegen
+
+
+@intrinsic
 def advance(typingctx, ptr, count):
     """``ptr + count`` elements (pointer arithmetic, e.g. one thread's part of a buffer)."""
     if not isinstance(ptr, types.CPointer) or not isinstance(count, types.Integer):

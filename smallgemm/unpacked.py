@@ -33,6 +33,7 @@ from .simd import (
     axpy_rows,
     axpy_rows_wide,
     axpy_vector,
+    buffer_at,
     dot_pair_zero,
     dot_steps,
     dot_tail,
@@ -826,7 +827,8 @@ def unpacked_entry(
     rows to run along, or a C of more than ``few_rows`` rows and 2 to half the narrow
     tile's columns, which the planner may turn over: ``plan._turns_narrow``), else it
     computes the product: SMALL_DONE.  The arguments before ``alpha`` are the same on
-    every call of a prepared state, which binds them once (``plan._Prepared``).
+    every call of a prepared state, which binds them once (``plan._Prepared``);
+    ``scratch`` and ``sums`` are the addresses of its workspace (``simd.buffer_at``).
     """
     m, k = a.shape
     k_b, n = b.shape
@@ -851,7 +853,7 @@ def unpacked_entry(
         shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
         address(a), origin, rs_a, cs_a, address(b), origin, rs_b, cs_b,
         address(c), origin, c.strides[0] // size, c.strides[1] // size,
-        kc, address(scratch), address(sums),
+        kc, buffer_at(scratch, a), buffer_at(sums, a),
     )
     return SMALL_DONE
 

@@ -16,7 +16,7 @@ from conftest import forced_kernel, random_matrix
 from smallgemm import plan
 from smallgemm.driver import gemm_entry
 from smallgemm.kernels import KERNELS
-from smallgemm.unpacked import unpacked_entry
+from smallgemm.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_entry
 
 
 def edge_sizes(*sizes):
@@ -214,3 +214,19 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     assert_close(c, 1.0, a, b)
     assert prep.unpacked.func is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
     assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [True, False, True, True, True]
+
+
+def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_entry(kernel, dtype):
+    """Until some product has needed the unpacked entry, the small-matrix slot sends every
+    product to the general path (SMALL_REFUSED) instead of compiling the entry to decide."""
+    prep = plan._Prepared(kernel, dtype, plan._version)
+    fresh = plan.Entry(plan._UNPACKED.dispatcher, plan._UNPACKED.kinds)  # nothing fetched yet
+    small = plan._FirstSmall(prep, "small", fresh, prep.small.bound)
+    prep.small = small
+    a = np.ones((16, 16), dtype)
+    c = np.full((16, 16), np.nan, dtype)
+    assert prep.small(a, a, c) == SMALL_REFUSED and prep.small is small and np.isnan(c).all()
+    assert not fresh.ready(kernel, dtype)
+    fresh.get(kernel, dtype)
+    assert prep.small(a, a, c) == SMALL_DONE and prep.small is not small
+    np.testing.assert_array_equal(c, np.full((16, 16), 16, dtype))
