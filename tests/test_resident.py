@@ -2,14 +2,22 @@
 
 import numpy as np
 import pytest
-from conftest import random_matrix
+from conftest import blocked_product, random_matrix
 from numba import njit
 from reference import assert_close
 
 import smallgemm
 from smallgemm import plan
 from smallgemm.simd import address
-from smallgemm.unpacked import MAIN_TILE, NARROW_TILE, RESIDENT_STRIPS, RESIDENT_TILE, tile_choice
+from smallgemm.unpacked import (
+    FEW_TILE,
+    FEW_TILE_MIN_B_BYTES,
+    MAIN_TILE,
+    NARROW_TILE,
+    RESIDENT_STRIPS,
+    RESIDENT_TILE,
+    tile_choice,
+)
 
 
 def resident_limits(kernel, dtype):
@@ -160,3 +168,30 @@ def test_sixteen_rows_take_the_narrow_tile_where_the_main_tile_would_pad_them(ke
             got = smallgemm.matmul(big[rows], b)
             np.testing.assert_array_equal(got, full[rows])
             assert_close(got, 1.0, big[rows], b)
+
+
+def padded(tile, m, n, dtype):
+    """Vector FMAs per k step of an m x n C in tiles of ``tile``, padding included."""
+    return -(-m // tile.rows) * tile.rows * -(-n // tile.cols(dtype.itemsize)) * tile.vectors
+
+
+@pytest.mark.parametrize("m", [3, 12, 16, 30])
+def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
+    """A few rows times a B wider than the main tile: from FEW_TILE_MIN_B_BYTES on, the
+    few-rows stream (B read in order); below, the main tile unless the few tile saves a
+    quarter of the FMAs.  Either way the bits of the blocked driver."""
+    rng = np.random.default_rng(m)
+    n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
+    below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
+    for k in (below, below + 2):
+        a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+        few_saves_a_quarter = 4 * padded(kernel.few, m, n, dtype) <= 3 * padded(kernel.shape, m, n, dtype)
+        if k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES or few_saves_a_quarter:
+            assert chosen(kernel, dtype, m, n, k) == FEW_TILE, f"{m}x{n}x{k}"
+        else:
+            narrow_pays = 3 * padded(kernel.narrow, m, n, dtype) < 2 * padded(kernel.shape, m, n, dtype)
+            assert chosen(kernel, dtype, m, n, k) == (NARROW_TILE if narrow_pays else MAIN_TILE), f"{m}x{n}x{k}"
+        with smallgemm.num_threads(1):
+            got = smallgemm.matmul(a, b)
+        assert_close(got, 1.0, a, b)
+        np.testing.assert_array_equal(got, blocked_product(a, b), err_msg=f"{m}x{n}x{k}")
