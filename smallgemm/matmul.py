@@ -16,12 +16,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import plan
+from .plan import run_small
 from .packed import PackedMatrix
 from .unpacked import SMALL_DONE, SMALL_PLANNED
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _FAST = (_F32, _F64)
+# Looked up once: on the small-matrix way in, each global-then-attribute lookup costs
+# ~0.03 us (these three: 16x16 float32 1.87 -> 1.77 us, Zen 3 host).
+_NDARRAY, _EMPTY = np.ndarray, np.empty
 
 
 def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
@@ -166,7 +170,7 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and b.ndim == 2:
+    if out is None and type(a) is _NDARRAY and type(b) is _NDARRAY and b.ndim == 2:
         # A matrix, or a stack of them folded into one (a linear layer), times a matrix: the
         # least Python between the call and the kernel, which checks the rest (plan.run_small).
         dtype = a.dtype
@@ -175,11 +179,11 @@ def matmul(
             rows = a if ndim == 2 else _fold_rows(a)
             if rows is not None:
                 if ndim == 2:
-                    c = c_rows = np.empty((a.shape[0], b.shape[1]), dtype)
+                    c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
                 else:
                     c = np.empty(a.shape[:-1] + (b.shape[1],), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
-                route = plan.run_small(rows, b, c_rows, dtype)
+                route = run_small(rows, b, c_rows, dtype)
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
