@@ -767,7 +767,11 @@ def main_tiles(
     tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
     a third fewer does not pay for the stream (Zen 3 host, AVX2, float32, one
     thread, main tile on the 4 edge rows / few-rows stream: 16x16x16 0.88, 20x16x16
-    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).
+    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).  Edge rows exactly as
+    many as the few tile's take its direct loops, with no padding rows: the main
+    tile's 4 live rows of 6 cost more than a full tile (Zen 3 host, one thread,
+    stacks of 1000 float32 16x16x16 207 -> 178 us, 10x16x16 152 -> 114, float64
+    16x16x16 389 -> 352; 12x16x16, no edge, 118).
     Every element is still the FMA chain of its KC block in increasing k: the
     bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
 
@@ -793,6 +797,11 @@ def main_tiles(
         stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
                      rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
                      fetches_ahead(few, a, main_cols, k, cs_b))
+    elif m > mr and edge_rows == tile_rows(few) and main_cols % tile_cols(few, a) == 0:
+        # As many edge rows as the few-rows tile has: its direct loops, with no row padding.
+        main_rows = m - edge_rows
+        unpacked_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+                       rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
     unpacked_tiles(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
                    cs_c, kc, scratch)
 
