@@ -16,9 +16,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import plan
-from .plan import run_small
 from .packed import PackedMatrix
-from .unpacked import SMALL_DONE, SMALL_PLANNED
+from .plan import SMALL_DONE, SMALL_PLANNED, run_small
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)

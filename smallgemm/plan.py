@@ -27,7 +27,8 @@ from .parallel import (
     prepacked_rows_parallel,
     unpacked_parallel_entry,
 )
-from .unpacked import L1_SET_PERIOD_BYTES, SMALL_REFUSED, unpacked_entry, vector_entry
+# The answers of run_small, from the unpacked entry that decides (the API reads them here).
+from .unpacked import L1_SET_PERIOD_BYTES, SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED, unpacked_entry, vector_entry
 
 _BLOCKED = Entry(
     gemm_entry,
@@ -608,8 +609,8 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
     small matrices: ``unpacked.unpacked_entry`` with ``small_only``).  A, B and C are 2-D
     arrays of one float dtype (nothing else is checked here: the entry would read another
-    dtype's memory as this one's).  Returns ``unpacked.SMALL_DONE``, ``SMALL_PLANNED`` (a
-    valid product for ``run``) or ``SMALL_REFUSED`` (for the caller's general path, which
+    dtype's memory as this one's).  Returns SMALL_DONE, SMALL_PLANNED (a
+    valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
     says what is wrong: mismatched shapes or part-element strides; or, before any product
     has needed the unpacked entry, any product: see ``_FirstSmall``).  ``dtype``: theirs."""
     local = _local  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
