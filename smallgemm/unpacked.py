@@ -423,6 +423,16 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
 STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
+# The row stream starts its strips on cache lines (``stream_tiles``) only where B's
+# rows lie at least this many bytes apart: rows that close share no L1 sets, lines
+# split between two strips cost little, and the lead columns' strip of their own
+# costs a whole pass of the row tiles.  Zen 3 host (AVX2), one thread, B 16 bytes
+# into a line, us, lead / none: float32 [8,128]@[128,128] 6.44 / 5.62, [13,128] 10.24 /
+# 8.47, [8,1024]@[1024,128] 44.1 / 38.1, [8,128]@[128,256] 9.89 / 9.42 (1 KiB rows),
+# but [4,64]@[64,512] 6.41 / 7.55, [8,256]@[256,512] 36.0 / 39.1, [4,512]@[512,2048]
+# 207 / 364; float64 [8,64]@[64,64] 4.22 / 3.93, 1 KiB rows alike, [8,128]@[128,512]
+# 39.5 / 47.1.
+STREAM_LEAD_MIN_ROW_BYTES = 2048
 # From this many row tiles per sweep, a strip of contiguous B rows is kept in
 # the L1 panel for the other tiles: its ``strip_rows`` rows lie a row stride
 # apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
@@ -515,12 +525,15 @@ def stream_tiles(
     NumPy's large arrays start 16 bytes into a line, so a strip of B one line wide
     (the AVX2 few-rows tile) spans two: where every row of B starts at the same place
     within a line, the columns before the first line boundary are a strip of their
-    own.  Each element keeps its FMA chain: the same bits.  Zen 3 host (AVX2), one
-    thread, [m,512] @ [512,2048] float32, paired runs, us: m = 2 / 4 / 8 466 / 476 /
-    606 -> 249-290 / 244-265 / 378, m = 16 1.06-1.23x faster; float64 m = 4 970 -> 654.
+    own, where B's rows lie far enough apart to share L1 sets
+    (STREAM_LEAD_MIN_ROW_BYTES).  Each element keeps its FMA chain: the same bits.
+    Zen 3 host (AVX2), one thread, [m,512] @ [512,2048] float32, paired runs, us:
+    m = 2 / 4 / 8 466 / 476 / 606 -> 249-290 / 244-265 / 378, m = 16 1.06-1.23x
+    faster; float64 m = 4 970 -> 654.
     """
     lead = 0
-    if cs_b == 1 and rs_b % line_elements(tile, b) == 0:
+    line = line_elements(tile, b)
+    if cs_b == 1 and rs_b % line == 0 and rs_b * (64 // line) >= STREAM_LEAD_MIN_ROW_BYTES:
         lead = elements_to_line_boundary(tile, b, b_off)
     if lead + tile_cols(tile, b) > n:  # too narrow for a strip after the lead: one pass
         lead = 0

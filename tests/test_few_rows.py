@@ -348,23 +348,25 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
 def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parallel, limits):
     """A few rows times a B whose rows all start at one place within a line, for every place,
     over several KC blocks: the columns before a line boundary taken as a strip of their own
-    (with strips requested ahead, and a last strip cut short) give the bits of the blocked
-    driver, on any thread count; so does a B too narrow to be split."""
+    (rows far apart, with strips requested ahead, and a last strip cut short) or not (rows
+    close together) give the bits of the blocked driver, on any thread count; so does a B
+    too narrow to be split."""
     limits(PARALLEL_MIN_STREAM=0)  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
     try:
         x = random_matrix(rng, (m, 50), dtype)
-        for n in (4 * cols + 5, cols):
-            ld = -(-(n + 1) // 16) * 16
+        far = unpacked.STREAM_LEAD_MIN_ROW_BYTES // dtype.itemsize
+        near = -(-(4 * cols + 6) // 16) * 16
+        for n, ld in ((4 * cols + 5, far), (4 * cols + 5, near), (cols, far)):
             for offset, w in starts_within_a_line(rng, 50, n, ld, dtype):
                 expected = blocked_product(x, w)
                 assert_close(expected, 1.0, x, w)
                 for threads in (1, 2, 3):
                     with smallgemm.num_threads(threads):
                         got = smallgemm.matmul(x, w)
-                    np.testing.assert_array_equal(got, expected, err_msg=f"n {n}, offset {offset}, {threads} threads")
+                    np.testing.assert_array_equal(got, expected, err_msg=f"n {n}, ld {ld}, offset {offset}, {threads} threads")
     finally:
         plan.set_block_sizes(kernel, dtype, None)
 
