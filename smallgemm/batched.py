@@ -13,8 +13,8 @@ from numba import njit, prange
 
 from .driver import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
-from .simd import address, advance, row_dots_rule, tile_cols, tile_rows
-from .unpacked import STREAM_SIZE, gemm_unpacked_stack
+from .simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
+from .unpacked import SMALL_DONE, SMALL_PLANNED, STREAM_SIZE, gemm_unpacked_stack, small_product_route
 
 # An unpacked stack is cut into at most this many tasks per worker (runs of
 # consecutive products: tiny products are not worth a claim each); a blocked
@@ -34,6 +34,38 @@ def batch_entry(
         offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc, address(abuf), address(bbuf), address(scratch),
         address(sums),
     )
+
+
+@njit(cache=True)
+def small_stack_entry(
+    shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows,
+    parallel_volume, alpha, beta, workers, a, b, c, offsets_a, offsets_b, offsets_c,
+):
+    """matmul's way in for two stacks along one batch axis (3-D a, b, c whose shapes match,
+    ``offsets_*`` each matrix's first element): C[t] = alpha*A[t].B[t] + beta*C[t] for every
+    t, one product after the other, when each is small (``unpacked.small_product_route``)
+    and the stack is not worth ``workers`` threads (from ``parallel_volume`` multiply-adds in
+    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``plan.run_batch``.
+
+    The checks and the slicing of the first matrices cost more in Python than ten 16x16
+    products.  The arguments before ``alpha`` are the same on every call of a prepared
+    state, which binds them once; ``scratch`` and ``sums`` are its workspace's addresses.
+    """
+    count, m, k = a.shape
+    n = b.shape[2]
+    size = a.itemsize
+    rs_a, cs_a, rs_b, cs_b = a.strides[1] // size, a.strides[2] // size, b.strides[1] // size, b.strides[2] // size
+    pa = address(a)
+    if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, pa) == SMALL_PLANNED:
+        return SMALL_PLANNED
+    if workers > 1 and count * m * n * k >= parallel_volume:
+        return SMALL_PLANNED
+    gemm_unpacked_stack(
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
+        pa, offsets_a, rs_a, cs_a, address(b), offsets_b, rs_b, cs_b,
+        address(c), offsets_c, c.strides[1] // size, c.strides[2] // size, kc, buffer_at(scratch, a), buffer_at(sums, a),
+    )
+    return SMALL_DONE
 
 
 @njit(cache=True, inline="always")

@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from . import plan
 from .packed import PackedMatrix
-from .plan import SMALL_DONE, SMALL_PLANNED, run_small
+from .plan import SMALL_DONE, SMALL_PLANNED, run_small, run_small_stack
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -74,6 +74,12 @@ def _even_offsets(count: int, step: int) -> np.ndarray:
     offsets = np.arange(count, dtype=np.int64) * step
     offsets.flags.writeable = False
     return offsets
+
+
+@lru_cache(maxsize=64)
+def _stack_offsets(count: int, step_a: int, step_b: int, step_c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three ``_even_offsets`` of two stacks and their product, in one lookup."""
+    return _even_offsets(count, step_a), _even_offsets(count, step_b), _even_offsets(count, step_c)
 
 
 def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
@@ -169,18 +175,25 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    if out is None and type(a) is _NDARRAY and type(b) is _NDARRAY and b.ndim == 2:
-        # A matrix, or a stack of them folded into one (a linear layer), times a matrix: the
-        # least Python between the call and the kernel, which checks the rest (plan.run_small).
+    if out is None and type(a) is _NDARRAY and type(b) is _NDARRAY:
+        # The common cases with the least Python between the call and the kernel, which
+        # checks the rest (plan.run_small, plan.run_small_stack).
+        ndim_a, ndim_b = a.ndim, b.ndim
         dtype = a.dtype
-        ndim = a.ndim
-        if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and ndim >= 2:
-            rows = a if ndim == 2 else _fold_rows(a)
+        ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
+        if ours and ndim_b == 2 and ndim_a >= 2:
+            # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
+            if ndim_a == 2:
+                rows = a
+            elif ndim_a == 3 and a.flags.c_contiguous:  # a view (a third of _fold_rows's cost)
+                rows = a.reshape(a.shape[0] * a.shape[1], a.shape[2])
+            else:
+                rows = _fold_rows(a)
             if rows is not None:
-                if ndim == 2:
+                if ndim_a == 2:
                     c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
                 else:
-                    c = np.empty(a.shape[:-1] + (b.shape[1],), dtype)
+                    c = _EMPTY(a.shape[:-1] + (b.shape[1],), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
                 route = run_small(rows, b, c_rows, dtype)
                 if route == SMALL_DONE:
@@ -188,24 +201,21 @@ def matmul(
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
                     plan.run(1.0, rows, b, 0.0, c_rows)
                     return c
-    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim + b.ndim == 3:
-        # A matrix and a vector: no 2-D views, no general path.
-        c = _vector_product(a, b)
-        if c is not None:
-            return c
-    if out is None and type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 3 and b.ndim == 3:
-        # Two stacks along one batch axis, not broadcast: the common batched product.
-        dtype = a.dtype
-        if dtype is b.dtype and (dtype is _F32 or dtype is _F64):
+        elif ours and ndim_a == 3 and ndim_b == 3:
+            # Two stacks along one batch axis, not broadcast: the common batched product.
             count, m, k = a.shape
             count_b, k_b, n = b.shape
             if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
-                c = np.empty((count, m, n), dtype)
+                c = _EMPTY((count, m, n), dtype)
                 size = dtype.itemsize
-                plan.run_batch(
-                    a[0], b[0], c[0], _even_offsets(count, a.strides[0] // size),
-                    _even_offsets(count, b.strides[0] // size), _even_offsets(count, m * n),
-                )
+                offsets = _stack_offsets(count, a.strides[0] // size, b.strides[0] // size, m * n)
+                if run_small_stack(a, b, c, *offsets, dtype) != SMALL_DONE:
+                    plan.run_batch(a[0], b[0], c[0], *offsets)
+                return c
+        if ndim_a + ndim_b == 3:
+            # A matrix and a vector: no 2-D views, no general path.
+            c = _vector_product(a, b)
+            if c is not None:
                 return c
     if isinstance(b, PackedMatrix):
         return _matmul_packed(a, b, out)

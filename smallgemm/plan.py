@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import blocking, dispatch, threads, workspace
-from .batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry
+from .batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry, small_stack_entry
 from .driver import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
 from .entry import Entry
 from .kernels import Kernel
@@ -75,6 +75,11 @@ _BATCHED = Entry(
     batch_entry,
     ("shape", "narrow", "few", "gemv", "bool", "resident", "scalar", "scalar", "matrix", "matrix", "out",
      "offsets", "offsets", "offsets", "bool", "int", "int", "int", "buffer", "buffer", "buffer", "buffer"),
+)
+_SMALL_STACK = Entry(
+    small_stack_entry,
+    ("shape", "narrow", "few", "gemv", "bool", "resident", "int", "int", "int", "int", "int", "int", "int",
+     "scalar", "scalar", "int", "stack", "stack", "out_stack", "offsets", "offsets", "offsets"),
 )
 _BATCH_TASKS = Entry(
     batch_tasks_entry,
@@ -250,17 +255,24 @@ class _FirstUse:
 
 
 class _FirstSmall(_FirstUse):
-    """The small-matrix slot (``run_small``): until a product has needed the unpacked entry
-    (compiled or loaded it), it answers SMALL_REFUSED, and the caller's general path places
-    the product (~3 us more, once).  Fetching the entry here would compile it only to be
-    told that a first large product is not small: a first 300x300 float32 product, cold
-    cache, 19 -> 34 s (Zen 3 host)."""
+    """A small-matrix slot (``run_small``, ``run_small_stack``): until a product has needed
+    one of the entries ``after`` (compiled or loaded it), it answers ``not_yet``, and the
+    caller's general path places the product (~3 us more, once).  Fetching the entry here
+    would compile it only to be told that a first large product is not small: a first
+    300x300 float32 product, cold cache, 19 -> 34 s (Zen 3 host)."""
 
-    __slots__ = ()
+    __slots__ = ("after", "not_yet")
+
+    def __init__(
+        self, prepared: _Prepared, name: str, entry: Entry, bound: tuple, after: tuple[Entry, ...], not_yet: int
+    ):
+        super().__init__(prepared, name, entry, bound)
+        self.after, self.not_yet = after, not_yet
 
     def __call__(self, *args):
-        if not self.entry.ready(self.prepared.kernel, self.prepared.dtype):
-            return SMALL_REFUSED
+        kernel, dtype = self.prepared.kernel, self.prepared.dtype
+        if not any(entry.ready(kernel, dtype) for entry in self.after):
+            return self.not_yet
         return super().__call__(*args)
 
 
@@ -273,7 +285,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "small",
-        "batched", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
+        "batched", "small_stack", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -293,8 +305,16 @@ class _Prepared:
                  UNPACKED_MAX_VOLUME[dtype.itemsize], PARALLEL_MIN_STREAM, FEW_ROWS_MAX)
         self.unpacked = _FirstUse(self, "unpacked", _UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)
-        self.small = _FirstSmall(self, "small", _UNPACKED, (*fixed, True, self.one, self.zero))
+        self.small = _FirstSmall(
+            self, "small", _UNPACKED, (*fixed, True, self.one, self.zero), (_UNPACKED,), SMALL_REFUSED
+        )
         self.batched = _FirstUse(self, "batched", _BATCHED)
+        # A stack of one small product runs on the unpacked entry: either tells that small
+        # products are in use.
+        self.small_stack = _FirstSmall(
+            self, "small_stack", _SMALL_STACK, (*fixed, PARALLEL_MIN_STACK_VOLUME, self.one, self.zero),
+            (_BATCHED, _UNPACKED), SMALL_PLANNED,
+        )
         self.vector = _FirstUse(self, "vector", _VECTOR)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
         self.version = version
@@ -618,6 +638,23 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     if prep is None or prep.dtype is not dtype:
         prep = current_prepared(dtype)
     return prep.small(a, b, c)
+
+
+def run_small_stack(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a: np.ndarray, offsets_b: np.ndarray, offsets_c: np.ndarray,
+    dtype: np.dtype,
+) -> int:
+    """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
+    stack not worth the threads, deciding so in compiled code (``batched.small_stack_entry``).
+    a, b, c: 3-D arrays of one float dtype whose shapes match, with whole-element strides;
+    ``offsets_*``: each matrix's first element.  Returns SMALL_DONE, or SMALL_PLANNED with
+    nothing computed (for ``run_batch``; also before any product has needed ``run_batch``'s
+    entry or the unpacked one: see ``_FirstSmall``).  ``dtype``: theirs."""
+    local = _local  # current_prepared's fast path, inline (as in run_small)
+    prep = local.last if local.generation == _generation else None
+    if prep is None or prep.dtype is not dtype:
+        prep = current_prepared(dtype)
+    return prep.small_stack(threads.get_num_threads(), a, b, c, offsets_a, offsets_b, offsets_c)
 
 
 def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:

@@ -846,6 +846,20 @@ def unpacked_tiles(
 SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
 
 
+@njit(cache=True, inline="always")
+def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
+    """SMALL_DONE when a product whose operands are checked is small enough to be computed
+    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_entry``)."""
+    volume = m * n * k
+    streamed = k * (m if n == 1 else n)
+    along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
+    if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
+        return SMALL_PLANNED
+    if 1 < n and 2 * n <= tile_cols(narrow, a) and m > few_rows:
+        return SMALL_PLANNED
+    return SMALL_DONE
+
+
 @njit(cache=True)
 def unpacked_entry(
     shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows, small_only,
@@ -876,12 +890,8 @@ def unpacked_entry(
             c.strides[0] % size or c.strides[1] % size
         ):
             return SMALL_REFUSED
-        volume = m * n * k
-        streamed = k * (m if n == 1 else n)
-        along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
-        if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
-            return SMALL_PLANNED
-        if 1 < n and 2 * n <= tile_cols(narrow, address(a)) and m > few_rows:
+        if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows,
+                               address(a)) == SMALL_PLANNED:
             return SMALL_PLANNED
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     gemm_unpacked(

@@ -258,6 +258,77 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     assert plan.run_small(a, b, c, dtype) == SMALL_DONE
 
 
+def _run_batch_bits(a, b):
+    """``a @ b`` for two stacks through ``plan.run_batch`` (the way every stack took before
+    the small-stack entry): the bits that entry must give."""
+    count, m, _ = a.shape
+    n, size = b.shape[2], a.itemsize
+    c = np.empty((count, m, n), a.dtype)
+    offsets = [np.arange(count, dtype=np.int64) * step for step in (a.strides[0] // size, b.strides[0] // size, m * n)]
+    plan.run_batch(a[0], b[0], c[0], *offsets)
+    return c
+
+
+@pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided"])
+def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, monkeypatch):
+    """``plan.run_small_stack`` (matmul's way in for two stacks along one batch axis) computes
+    stacks of small products along contiguous rows of B, one thread, with the bits of
+    ``plan.run_batch`` and of lone products, and leaves every other stack, untouched, to
+    ``run_batch``: a product past the small limit, B transposed, a narrow C of many rows, or
+    a stack worth the threads (but on one thread the same stack is small again)."""
+    rng = np.random.default_rng(13)
+    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
+    narrow_rows = plan.FEW_ROWS_MAX + 1
+    parallel_count = plan.PARALLEL_MIN_STACK_VOLUME // (16 * 16 * 16) + 1
+    cases = [  # (name, count, m, k, n, B's layout, threads, route)
+        ("one 16x16", 1, 16, 16, 16, "C", 1, SMALL_DONE),
+        ("ten 16x16", 10, 16, 16, 16, "C", 1, SMALL_DONE),
+        ("edges", 3, 7, 33, 9, "C", 2, SMALL_DONE),
+        ("k = 1", 2, 40, 1, 50, "C", 3, SMALL_DONE),
+        ("one row", 3, 1, 30, 20, "C", 8, SMALL_DONE),
+        ("one column", 3, 20, 30, 1, "C", 1, SMALL_DONE),
+        ("B transposed", 3, 7, 33, 9, "transposed", 1, SMALL_PLANNED),
+        ("past the limit", 2, side + 1, side, side, "C", 1, SMALL_PLANNED),
+        ("narrow, many rows", 2, narrow_rows, 40, 2, "C", 1,
+         SMALL_PLANNED if 2 * 2 <= kernel.narrow.cols(dtype.itemsize) else SMALL_DONE),
+        ("worth the threads", parallel_count, 16, 16, 16, "C", 2, SMALL_PLANNED),
+        ("the same on one thread", parallel_count, 16, 16, 16, "C", 1, SMALL_DONE),
+    ]
+    batches = []
+    monkeypatch.setattr(plan, "run_batch", lambda *args, _run=plan.run_batch: (batches.append(args), _run(*args)))
+    for name, count, m, k, n, b_layout, threads, route in cases:
+        a = _stack(rng, (count, m, k), dtype, layout)
+        b = _stack(rng, (count, k, n), dtype, b_layout)
+        a0, b0 = a.copy(), b.copy()
+        expected = _run_batch_bits(a, b)  # the stack entry is in use from here on
+        size = dtype.itemsize
+        offsets = [np.arange(count, dtype=np.int64) * step for step in (a.strides[0] // size, b.strides[0] // size,
+                                                                        m * n)]
+        for offset in offsets:
+            offset.flags.writeable = False
+        c = np.full((count, m, n), np.nan, dtype)
+        with smallgemm.num_threads(threads):
+            assert plan.run_small_stack(a, b, c, *offsets, dtype) == route, name
+            del batches[:]
+            got = smallgemm.matmul(a, b)
+        assert len(batches) == (route != SMALL_DONE), name
+        if route == SMALL_DONE:
+            np.testing.assert_array_equal(c, expected, err_msg=name)
+        else:
+            assert np.isnan(c).all(), f"{name}: written, though left to run_batch"
+        np.testing.assert_array_equal(got, expected, err_msg=name)
+        for t in (0, count - 1):
+            np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), np.array(b[t])), err_msg=name)
+        assert_close(got, 1.0, a, b)
+        np.testing.assert_array_equal(a, a0)
+        np.testing.assert_array_equal(b, b0)
+    a, b = _stack(rng, (4, 16, 16), dtype, layout), _stack(rng, (4, 16, 16), dtype, "C")
+    offsets = [np.arange(4, dtype=np.int64) * step for step in (a.strides[0] // dtype.itemsize, 256, 256)]
+    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
+        assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
+    assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
+
+
 def test_inputs_not_modified(dtype):
     rng = np.random.default_rng(5)
     a = rng.standard_normal((3, 7, 9)).astype(dtype)
