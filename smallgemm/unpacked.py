@@ -780,11 +780,13 @@ def main_tiles(
     tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
     a third fewer does not pay for the stream (Zen 3 host, AVX2, float32, one
     thread, main tile on the 4 edge rows / few-rows stream: 16x16x16 0.88, 20x16x16
-    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).  Edge rows exactly as
-    many as the few tile's take its direct loops, with no padding rows: the main
+    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).  Edge rows at most as
+    many as the few tile's take its direct loops, with fewer padding rows: the main
     tile's 4 live rows of 6 cost more than a full tile (Zen 3 host, one thread,
     stacks of 1000 float32 16x16x16 207 -> 178 us, 10x16x16 152 -> 114, float64
-    16x16x16 389 -> 352; 12x16x16, no edge, 118).
+    16x16x16 389 -> 352; 12x16x16, no edge, 118); 1 to 3 edge rows, paired:
+    float32 stacks of 1000 9x32x32 419 -> 392 us, of 100 13x64x64 203 -> 187,
+    15x64x64 212 -> 202, float64 of 100 13x32x32 115 -> 109.
     Every element is still the FMA chain of its KC block in increasing k: the
     bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
 
@@ -810,8 +812,9 @@ def main_tiles(
         stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
                      rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
                      fetches_ahead(few, a, main_cols, k, cs_b))
-    elif m > mr and edge_rows == tile_rows(few) and main_cols % tile_cols(few, a) == 0:
-        # As many edge rows as the few-rows tile has: its direct loops, with no row padding.
+    elif m > mr and edge_rows <= tile_rows(few) and main_cols % tile_cols(few, a) == 0:
+        # At most as many edge rows as the few-rows tile has: its direct loops, with fewer
+        # padding rows.
         main_rows = m - edge_rows
         unpacked_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
                        rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)

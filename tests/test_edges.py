@@ -13,13 +13,13 @@ from smallgemm.unpacked import FEW_TILE_MAX_ROWS
 
 
 def edge_shapes(kernel, dtype):
-    """(m, n): past the few-rows sizes (the main tile's products), with a row edge the
-    few-rows tile takes, one it may not, none; a column edge the narrow tile takes, one
-    wider than it, none."""
+    """(m, n): past the few-rows sizes (the main tile's products), with row edges the
+    few-rows tile takes (one row, one short of its rows, all of them), one it may not,
+    none; a column edge the narrow tile takes, one wider than it, none."""
     mr, nr = kernel.mr(), kernel.nr(dtype)
     narrow, few = kernel.narrow.cols(dtype.itemsize), kernel.few.rows
     base = mr * (FEW_TILE_MAX_ROWS // mr + 1)
-    rows = sorted({base, base + 1, base + few, base + min(mr - 1, 2 * few + 1)})
+    rows = sorted({base, base + 1, base + few - 1, base + few, base + min(mr - 1, 2 * few + 1)})
     cols = sorted({2 * nr, nr + 1, nr + narrow, 2 * nr + min(nr - 1, narrow + 1)})
     return [(m, n) for m in rows for n in cols]
 
