@@ -14,7 +14,15 @@ from numba import njit, prange
 from .driver import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
-from .unpacked import SMALL_DONE, SMALL_PLANNED, STREAM_SIZE, gemm_unpacked_stack, small_product_route
+from .unpacked import (
+    SMALL_DONE,
+    SMALL_PLANNED,
+    SMALL_REFUSED,
+    STREAM_SIZE,
+    gemm_unpacked_stack,
+    may_overlap,
+    small_product_route,
+)
 
 # An unpacked stack is cut into at most this many tasks per worker (runs of
 # consecutive products: tiny products are not worth a claim each); a blocked
@@ -41,11 +49,13 @@ def small_stack_entry(
     shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows,
     parallel_volume, alpha, beta, workers, a, b, c, offsets_a, offsets_b, offsets_c,
 ):
-    """matmul's way in for two stacks along one batch axis (3-D a, b, c whose shapes match,
+    """matmul's way in for two stacks along one batch axis (3-D a and b whose shapes match,
     ``offsets_*`` each matrix's first element): C[t] = alpha*A[t].B[t] + beta*C[t] for every
     t, one product after the other, when each is small (``unpacked.small_product_route``)
     and the stack is not worth ``workers`` threads (from ``parallel_volume`` multiply-adds in
-    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``plan.run_batch``.
+    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``plan.run_batch``; or
+    SMALL_REFUSED, nothing computed, for a C (an ``out=``) of another shape, with strides
+    of no whole number of elements, or that may overlap A or B.
 
     The checks and the slicing of the first matrices cost more in Python than ten 16x16
     products.  The arguments before ``alpha`` are the same on every call of a prepared
@@ -54,6 +64,10 @@ def small_stack_entry(
     count, m, k = a.shape
     n = b.shape[2]
     size = a.itemsize
+    if c.shape[0] != count or c.shape[1] != m or c.shape[2] != n:
+        return SMALL_REFUSED
+    if c.strides[0] % size or c.strides[1] % size or c.strides[2] % size or may_overlap(c, a) or may_overlap(c, b):
+        return SMALL_REFUSED
     rs_a, cs_a, rs_b, cs_b = a.strides[1] // size, a.strides[2] // size, b.strides[1] // size, b.strides[2] // size
     pa = address(a)
     if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, pa) == SMALL_PLANNED:

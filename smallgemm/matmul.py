@@ -175,12 +175,17 @@ def matmul(
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
     given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
     """
-    if out is None and type(a) is _NDARRAY and type(b) is _NDARRAY:
+    if type(a) is _NDARRAY and type(b) is _NDARRAY:
         # The common cases with the least Python between the call and the kernel, which
-        # checks the rest (plan.run_small, plan.run_small_stack).
+        # checks the rest (plan.run_small, plan.run_small_stack): an ``out`` of the
+        # operands' dtype and dimensions goes there too; the compiled way in checks its
+        # shape and strides and leaves it to the general path where it may overlap an operand.
         ndim_a, ndim_b = a.ndim, b.ndim
         dtype = a.dtype
         ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
+        if out is not None:
+            ours = (ours and type(out) is _NDARRAY and out.dtype is dtype and out.ndim == ndim_a == ndim_b
+                    and out.flags.writeable)
         if ours and ndim_b == 2 and ndim_a >= 2:
             # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
             if ndim_a == 2:
@@ -190,7 +195,9 @@ def matmul(
             else:
                 rows = _fold_rows(a)
             if rows is not None:
-                if ndim_a == 2:
+                if out is not None:
+                    c = c_rows = out
+                elif ndim_a == 2:
                     c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
                 else:
                     c = _EMPTY(a.shape[:-1] + (b.shape[1],), dtype)
@@ -206,13 +213,16 @@ def matmul(
             count, m, k = a.shape
             count_b, k_b, n = b.shape
             if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
-                c = _EMPTY((count, m, n), dtype)
                 size = dtype.itemsize
-                offsets = _stack_offsets(count, a.strides[0] // size, b.strides[0] // size, m * n)
-                if run_small_stack(a, b, c, *offsets, dtype) != SMALL_DONE:
+                c = _EMPTY((count, m, n), dtype) if out is None else out
+                offsets = _stack_offsets(count, a.strides[0] // size, b.strides[0] // size, c.strides[0] // size)
+                route = run_small_stack(a, b, c, *offsets, dtype)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:
                     plan.run_batch(a[0], b[0], c[0], *offsets)
-                return c
-        if ndim_a + ndim_b == 3:
+                    return c
+        if out is None and ndim_a + ndim_b == 3:
             # A matrix and a vector: no 2-D views, no general path.
             c = _vector_product(a, b)
             if c is not None:

@@ -313,7 +313,7 @@ class _Prepared:
         # products are in use.
         self.small_stack = _FirstSmall(
             self, "small_stack", _SMALL_STACK, (*fixed, PARALLEL_MIN_STACK_VOLUME, self.one, self.zero),
-            (_BATCHED, _UNPACKED), SMALL_PLANNED,
+            (_BATCHED, _UNPACKED), SMALL_REFUSED,
         )
         self.vector = _FirstUse(self, "vector", _VECTOR)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
@@ -646,10 +646,12 @@ def run_small_stack(
 ) -> int:
     """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
     stack not worth the threads, deciding so in compiled code (``batched.small_stack_entry``).
-    a, b, c: 3-D arrays of one float dtype whose shapes match, with whole-element strides;
-    ``offsets_*``: each matrix's first element.  Returns SMALL_DONE, or SMALL_PLANNED with
-    nothing computed (for ``run_batch``; also before any product has needed ``run_batch``'s
-    entry or the unpacked one: see ``_FirstSmall``).  ``dtype``: theirs."""
+    a, b, c: 3-D arrays of one float dtype, a and b with matching shapes and whole-element
+    strides; ``offsets_*``: each matrix's first element.  Returns SMALL_DONE, SMALL_PLANNED
+    with nothing computed (a valid stack for ``run_batch``), or SMALL_REFUSED with nothing
+    computed (for the caller's general path: a C of another shape, part-element strides or
+    overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
+    unpacked one, any stack: see ``_FirstSmall``).  ``dtype``: theirs."""
     local = _local  # current_prepared's fast path, inline (as in run_small)
     prep = local.last if local.generation == _generation else None
     if prep is None or prep.dtype is not dtype:

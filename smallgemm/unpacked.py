@@ -850,6 +850,29 @@ SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
+def byte_extent(x):
+    """(first byte, one past the last byte) that the elements of ``x`` span; (0, 0) when empty."""
+    lo = hi = x.ctypes.data
+    for d in range(x.ndim):
+        if x.shape[d] == 0:
+            return 0, 0
+        span = (x.shape[d] - 1) * x.strides[d]
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + x.itemsize
+
+
+@njit(cache=True, inline="always")
+def may_overlap(x, y):
+    """Whether the spans of ``x`` and ``y`` meet (NumPy's ``may_share_memory``: bounds only)."""
+    x_lo, x_hi = byte_extent(x)
+    y_lo, y_hi = byte_extent(y)
+    return x_lo < y_hi and y_lo < x_hi
+
+
+@njit(cache=True, inline="always")
 def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
     straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_entry``)."""
@@ -874,7 +897,8 @@ def unpacked_entry(
     With ``small_only`` (matmul's way in for small matrices, where the same checks in
     Python cost more than a 16x16 product) the entry first decides: SMALL_REFUSED when
     the shapes do not match or a stride is not whole elements (the general path says
-    what is wrong), SMALL_PLANNED for a product the planner must place (more than
+    what is wrong) or C may overlap A or B (an ``out=``; the general path computes into
+    a new array and copies), SMALL_PLANNED for a product the planner must place (more than
     ``max_volume`` multiply-adds, from ``min_stream`` elements streamed, no contiguous
     rows to run along, or a C of more than ``few_rows`` rows and 2 to half the narrow
     tile's columns, which the planner may turn over: ``plan._turns_narrow``), else it
@@ -892,6 +916,8 @@ def unpacked_entry(
         if a.strides[0] % size or a.strides[1] % size or b.strides[0] % size or b.strides[1] % size or (
             c.strides[0] % size or c.strides[1] % size
         ):
+            return SMALL_REFUSED
+        if may_overlap(c, a) or may_overlap(c, b):  # an out= on an operand: the general path's copy
             return SMALL_REFUSED
         if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows,
                                address(a)) == SMALL_PLANNED:

@@ -256,6 +256,33 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
         assert plan.run_small(a, b, c, dtype) == SMALL_PLANNED
     assert plan.run_small(a, b, c, dtype) == SMALL_DONE
+    expected = smallgemm.matmul(a, b)
+    for name, out, route in _outs(a, b, (16, 16), dtype):
+        left, right = (out if name == "out is A" else a), (out if name == "out is B" else b)
+        before = out.copy()
+        assert plan.run_small(left, right, out, dtype) == route, name
+        if route == SMALL_REFUSED:
+            np.testing.assert_array_equal(out, before, err_msg=f"{name}: written, though refused")
+        else:
+            np.testing.assert_array_equal(out, expected, err_msg=name)
+        if out.shape == expected.shape:
+            assert smallgemm.matmul(left, right, out=out) is out
+            np.testing.assert_array_equal(out, expected, err_msg=name)
+
+
+def _outs(a, b, shape, dtype):
+    """(name, out, route of the small ways in) for products of a and b into ``shape``:
+    outs written in place whatever their layout, and those left to the general path (an
+    out that is A or B is a copy of it, given as that operand too)."""
+    spread = np.full(shape[:-1] + (2 * shape[-1],), np.nan, dtype)[..., ::2]
+    order_f = np.asfortranarray(np.full(shape, np.nan, dtype))
+    return [
+        ("out in F order", order_f, SMALL_DONE),
+        ("out every other column", spread, SMALL_DONE),
+        ("out is A", a.copy(), SMALL_REFUSED),
+        ("out is B", b.copy(), SMALL_REFUSED),
+        ("out of another shape", np.full(shape[:-1] + (shape[-1] + 1,), np.nan, dtype), SMALL_REFUSED),
+    ]
 
 
 def _run_batch_bits(a, b):
@@ -327,6 +354,20 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
         assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
     assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
+    a = np.ascontiguousarray(a)
+    expected = _run_batch_bits(a, b)
+    for name, out, route in _outs(a, b, (4, 16, 16), dtype):
+        left, right = (out if name == "out is A" else a), (out if name == "out is B" else b)
+        before = out.copy()
+        out_offsets = [np.arange(4, dtype=np.int64) * step for step in (256, 256, out.strides[0] // dtype.itemsize)]
+        assert plan.run_small_stack(left, right, out, *out_offsets, dtype) == route, name
+        if route == SMALL_REFUSED:
+            np.testing.assert_array_equal(out, before, err_msg=f"{name}: written, though refused")
+        else:
+            np.testing.assert_array_equal(out, expected, err_msg=name)
+        if out.shape == expected.shape:
+            assert smallgemm.matmul(left, right, out=out) is out
+            np.testing.assert_array_equal(out, expected, err_msg=name)
 
 
 def test_inputs_not_modified(dtype):
