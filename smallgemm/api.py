@@ -13,8 +13,11 @@ import numpy as np
 
 from . import plan
 from .packed import PackedMatrix
+from .plan import SMALL_DONE, SMALL_PLANNED, run_small_scaled
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32, _F64 = _FLOAT_DTYPES
+_NDARRAY = np.ndarray
 
 
 def _as_matrix(x, name: str) -> np.ndarray:
@@ -90,6 +93,28 @@ def gemm(
     ``b`` may be a ``smallgemm.pack(...)`` result; its transposition was fixed
     when it was packed, so ``trans_b`` must then be False.
     """
+    if (type(a) is _NDARRAY and type(b) is _NDARRAY and (type(alpha) is float or type(alpha) is int)
+            and (type(beta) is float or type(beta) is int)):
+        # Two matrices of one float dtype, into a new array or overwriting a c of it: the
+        # least Python before the compiled way in, which checks the rest and computes a
+        # small product, hands a valid one back to the planner, or refuses (then the
+        # general path below says what is wrong, or copies where c overlaps a or b).
+        dtype = a.dtype
+        if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and a.ndim == 2 and b.ndim == 2:
+            op_a = a.T if trans_a else a
+            op_b = b.T if trans_b else b
+            out = None
+            if c is None:
+                out, beta = np.empty((op_a.shape[0], op_b.shape[1]), dtype), 0.0
+            elif overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable:
+                out = c
+            if out is not None:
+                route = run_small_scaled(alpha, op_a, op_b, beta, out, dtype)
+                if route == SMALL_DONE:
+                    return out
+                if route == SMALL_PLANNED:
+                    plan.run(float(alpha), op_a, op_b, float(beta), out)
+                    return out
     alpha = _as_scalar(alpha, "alpha")
     beta = _as_scalar(beta, "beta")
     if isinstance(b, PackedMatrix):

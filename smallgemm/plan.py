@@ -285,7 +285,7 @@ class _Prepared:
 
     __slots__ = (
         "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "small",
-        "batched", "small_stack", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
+        "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -308,6 +308,8 @@ class _Prepared:
         self.small = _FirstSmall(
             self, "small", _UNPACKED, (*fixed, True, self.one, self.zero), (_UNPACKED,), SMALL_REFUSED
         )
+        # The same with alpha and beta given (gemm's way in).
+        self.small_scaled = _FirstSmall(self, "small_scaled", _UNPACKED, (*fixed, True), (_UNPACKED,), SMALL_REFUSED)
         self.batched = _FirstUse(self, "batched", _BATCHED)
         # A stack of one small product runs on the unpacked entry: either tells that small
         # products are in use.
@@ -638,6 +640,17 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     if prep is None or prep.dtype is not dtype:
         prep = current_prepared(dtype)
     return prep.small(a, b, c)
+
+
+def run_small_scaled(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray, dtype: np.dtype) -> int:
+    """C = alpha*A.B + beta*C if it is a small product: ``run_small`` with alpha and beta
+    (gemm's way in for small matrices; beta == 0 never reads C).  Same arguments and
+    answers as ``run_small``."""
+    local = _local  # current_prepared's fast path, inline (as in run_small)
+    prep = local.last if local.generation == _generation else None
+    if prep is None or prep.dtype is not dtype:
+        prep = current_prepared(dtype)
+    return prep.small_scaled(prep.scalar(alpha), prep.scalar(beta), a, b, c)
 
 
 def run_small_stack(
