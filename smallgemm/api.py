@@ -115,6 +115,7 @@ def gemm(
                 if route == SMALL_PLANNED:
                     plan.run(float(alpha), op_a, op_b, float(beta), out)
                     return out
+                del out  # refused: freed before the general path allocates its own
     alpha = _as_scalar(alpha, "alpha")
     beta = _as_scalar(beta, "beta")
     if isinstance(b, PackedMatrix):

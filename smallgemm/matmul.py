@@ -208,6 +208,7 @@ def matmul(
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
                     plan.run(1.0, rows, b, 0.0, c_rows)
                     return c
+                del c, c_rows  # refused: freed before the general path allocates its own
         elif ours and ndim_a == 3 and ndim_b == 3:
             # Two stacks along one batch axis, not broadcast: the common batched product.
             count, m, k = a.shape
@@ -222,6 +223,7 @@ def matmul(
                 if route == SMALL_PLANNED:
                     plan.run_batch(a[0], b[0], c[0], *offsets)
                     return c
+                del c  # refused: freed before the general path allocates its own
         if out is None and ndim_a + ndim_b == 3:
             # A matrix and a vector: no 2-D views, no general path.
             c = _vector_product(a, b)

@@ -205,7 +205,7 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
     prep = plan._Prepared(kernel, dtype, plan._version)
-    names = ("blocked", "unpacked", "small", "batched", "vector")
+    names = ("blocked", "unpacked", "small", "small_scaled", "batched", "small_stack", "vector")
     assert all(isinstance(getattr(prep, name), plan._FirstUse) for name in names)
     rng = np.random.default_rng(5)
     a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
@@ -213,15 +213,18 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     prep.unpacked(False, prep.scalar(1.0), prep.scalar(0.0), a, b, c)
     assert_close(c, 1.0, a, b)
     assert prep.unpacked.func is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
-    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [True, False, True, True, True]
+    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [
+        True, False, True, True, True, True, True
+    ]
 
 
 def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_entry(kernel, dtype):
     """Until some product has needed the unpacked entry, the small-matrix slot sends every
-    product to the general path (SMALL_REFUSED) instead of compiling the entry to decide."""
+    product to the general path (SMALL_REFUSED) instead of compiling the entry to decide;
+    the small-stack slot waits for either the batch entry or the unpacked one."""
     prep = plan._Prepared(kernel, dtype, plan._version)
     fresh = plan.Entry(plan._UNPACKED.dispatcher, plan._UNPACKED.kinds)  # nothing fetched yet
-    small = plan._FirstSmall(prep, "small", fresh, prep.small.bound)
+    small = plan._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
     prep.small = small
     a = np.ones((16, 16), dtype)
     c = np.full((16, 16), np.nan, dtype)
@@ -230,3 +233,17 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     fresh.get(kernel, dtype)
     assert prep.small(a, a, c) == SMALL_DONE and prep.small is not small
     np.testing.assert_array_equal(c, np.full((16, 16), 16, dtype))
+    a3, c3 = np.ones((2, 16, 16), dtype), np.full((2, 16, 16), np.nan, dtype)
+    offsets = [np.arange(2, dtype=np.int64) * 256] * 3
+    stack_bound = prep.small_stack.bound
+    for ready in ("batched", "unpacked"):
+        waited = {name: plan.Entry(entry.dispatcher, entry.kinds)
+                  for name, entry in (("batched", plan._BATCHED), ("unpacked", plan._UNPACKED))}
+        stack = plan._FirstSmall(prep, "small_stack", plan._SMALL_STACK, stack_bound,
+                                 tuple(waited.values()), SMALL_REFUSED)
+        prep.small_stack = stack
+        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_REFUSED and np.isnan(c3).all()
+        waited[ready].get(kernel, dtype)
+        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_DONE and prep.small_stack is not stack, ready
+        np.testing.assert_array_equal(c3, np.full((2, 16, 16), 16, dtype))
+        c3[...] = np.nan
