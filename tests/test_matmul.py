@@ -256,11 +256,16 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
         assert plan.run_small(a, b, c, dtype) == SMALL_PLANNED
     assert plan.run_small(a, b, c, dtype) == SMALL_DONE
-    expected = smallgemm.matmul(a, b)
-    for name, out, route in _outs(a, b, (16, 16), dtype):
+    _check_outs(lambda left, right, out: plan.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b))
+
+
+def _check_outs(small_way, a, b, expected):
+    """Each out of ``_outs`` through a small way in (``small_way(left, right, out)``: written
+    bitwise as ``expected``, or refused and untouched) and through matmul."""
+    for name, out, route in _outs(a, b, expected.shape, expected.dtype):
         left, right = (out if name == "out is A" else a), (out if name == "out is B" else b)
         before = out.copy()
-        assert plan.run_small(left, right, out, dtype) == route, name
+        assert small_way(left, right, out) == route, name
         if route == SMALL_REFUSED:
             np.testing.assert_array_equal(out, before, err_msg=f"{name}: written, though refused")
         else:
@@ -355,19 +360,12 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
     assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
     a = np.ascontiguousarray(a)
-    expected = _run_batch_bits(a, b)
-    for name, out, route in _outs(a, b, (4, 16, 16), dtype):
-        left, right = (out if name == "out is A" else a), (out if name == "out is B" else b)
-        before = out.copy()
-        out_offsets = [np.arange(4, dtype=np.int64) * step for step in (256, 256, out.strides[0] // dtype.itemsize)]
-        assert plan.run_small_stack(left, right, out, *out_offsets, dtype) == route, name
-        if route == SMALL_REFUSED:
-            np.testing.assert_array_equal(out, before, err_msg=f"{name}: written, though refused")
-        else:
-            np.testing.assert_array_equal(out, expected, err_msg=name)
-        if out.shape == expected.shape:
-            assert smallgemm.matmul(left, right, out=out) is out
-            np.testing.assert_array_equal(out, expected, err_msg=name)
+
+    def small_stack(left, right, out):
+        steps = (256, 256, out.strides[0] // dtype.itemsize)
+        return plan.run_small_stack(left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype)
+
+    _check_outs(small_stack, a, b, _run_batch_bits(a, b))
 
 
 def test_inputs_not_modified(dtype):
