@@ -20,7 +20,7 @@ from .unpacked import (
     SMALL_REFUSED,
     STREAM_SIZE,
     gemm_unpacked_stack,
-    may_overlap,
+    output_apart,
     small_product_route,
 )
 
@@ -64,9 +64,7 @@ def small_stack_entry(
     count, m, k = a.shape
     n = b.shape[2]
     size = a.itemsize
-    if c.shape[0] != count or c.shape[1] != m or c.shape[2] != n:
-        return SMALL_REFUSED
-    if c.strides[0] % size or c.strides[1] % size or c.strides[2] % size or may_overlap(c, a) or may_overlap(c, b):
+    if c.shape[0] != count or c.shape[1] != m or c.shape[2] != n or not output_apart(c, a, b):
         return SMALL_REFUSED
     rs_a, cs_a, rs_b, cs_b = a.strides[1] // size, a.strides[2] // size, b.strides[1] // size, b.strides[2] // size
     pa = address(a)

@@ -646,10 +646,7 @@ def run_small_scaled(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c:
     """C = alpha*A.B + beta*C if it is a small product: ``run_small`` with alpha and beta
     (gemm's way in for small matrices; beta == 0 never reads C).  Same arguments and
     answers as ``run_small``."""
-    local = _local  # current_prepared's fast path, inline (as in run_small)
-    prep = local.last if local.generation == _generation else None
-    if prep is None or prep.dtype is not dtype:
-        prep = current_prepared(dtype)
+    prep = current_prepared(dtype)
     return prep.small_scaled(prep.scalar(alpha), prep.scalar(beta), a, b, c)
 
 
@@ -665,10 +662,7 @@ def run_small_stack(
     computed (for the caller's general path: a C of another shape, part-element strides or
     overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
     unpacked one, any stack: see ``_FirstSmall``).  ``dtype``: theirs."""
-    local = _local  # current_prepared's fast path, inline (as in run_small)
-    prep = local.last if local.generation == _generation else None
-    if prep is None or prep.dtype is not dtype:
-        prep = current_prepared(dtype)
+    prep = current_prepared(dtype)
     return prep.small_stack(threads.get_num_threads(), a, b, c, offsets_a, offsets_b, offsets_c)
 
 

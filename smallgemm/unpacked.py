@@ -873,6 +873,22 @@ def may_overlap(x, y):
 
 
 @njit(cache=True, inline="always")
+def whole_elements(x):
+    """Whether every stride of ``x`` is a whole number of its elements (the drivers' unit)."""
+    for d in range(x.ndim):
+        if x.strides[d] % x.itemsize:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def output_apart(c, a, b):
+    """Whether C, an output of the small ways in, has whole-element strides and lies apart
+    from A and B (an ``out=`` on an operand goes to the general path's copy)."""
+    return whole_elements(c) and not may_overlap(c, a) and not may_overlap(c, b)
+
+
+@njit(cache=True, inline="always")
 def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
     straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_entry``)."""
@@ -913,11 +929,7 @@ def unpacked_entry(
     if small_only:
         if k != k_b or c.shape[0] != m or c.shape[1] != n:
             return SMALL_REFUSED
-        if a.strides[0] % size or a.strides[1] % size or b.strides[0] % size or b.strides[1] % size or (
-            c.strides[0] % size or c.strides[1] % size
-        ):
-            return SMALL_REFUSED
-        if may_overlap(c, a) or may_overlap(c, b):  # an out= on an operand: the general path's copy
+        if not (whole_elements(a) and whole_elements(b) and output_apart(c, a, b)):
             return SMALL_REFUSED
         if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows,
                                address(a)) == SMALL_PLANNED:
