@@ -23,6 +23,7 @@ from .simd import (
     tile_cols,
     tile_lanes,
     tile_rows,
+    zero_of,
 )
 
 # Rows of B requested ahead while a panel is packed from contiguous rows.  A
@@ -40,7 +41,7 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
     """Pack the ``rows x depth`` block of A at ``a_off`` into MR-row panels."""
     mr = tile_rows(shape)
     lanes = tile_lanes(shape, a)
-    zero = buf[0] * 0
+    zero = zero_of(buf)
     for i0 in range(0, rows, mr):
         panel = buf_off + i0 * depth
         live = min(mr, rows - i0)
@@ -83,7 +84,7 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
                 prefetch_read(b, b_off + (p + PACK_B_AHEAD) * rs + j)
                 copy_vector(shape, b, b_off + p * rs + j, buf, panel + p * nr + j)
         return
-    zero = buf[0] * 0
+    zero = zero_of(buf)
     if rs == 1:
         # Columns of B are contiguous (B transposed): LANES x LANES blocks through
         # in-register transposes for a full panel, LANES columns at a time down

@@ -1,0 +1,98 @@
+"""Packing alone: the panel layouts of packing.py, exactly, and nothing written outside them."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from smallgemm.kernels import KERNELS
+from smallgemm.packing import pack_a, pack_b_panel
+from smallgemm.simd import address
+
+# Elements of the buffer on each side of the packed block, which must keep their sentinel.
+GUARD = 64
+# Depths around every vector width (4, 8 and 16 lanes): whole vector blocks and the rest.
+DEPTHS = (1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 50)
+
+
+@njit
+def _pack_a(shape, a, off, rs, cs, rows, depth, buf):
+    pack_a(shape, address(a), off, rs, cs, rows, depth, address(buf), GUARD)
+
+
+@njit
+def _pack_b(shape, b, off, rs, cs, depth, live, buf):
+    pack_b_panel(shape, address(b), off, rs, cs, depth, live, address(buf), GUARD)
+
+
+def expected_a(block, mr):
+    """Panels of MR rows, each k-major (MR elements per k), zero rows past the block."""
+    rows, depth = block.shape
+    panels = -(-rows // mr)
+    padded = np.zeros((panels * mr, depth), block.dtype)
+    padded[:rows] = block
+    return padded.reshape(panels, mr, depth).transpose(0, 2, 1).ravel()
+
+
+def expected_b(block, nr):
+    """One panel: NR elements per k, zero columns past the block."""
+    depth, live = block.shape
+    padded = np.zeros((depth, nr), block.dtype)
+    padded[:, :live] = block
+    return padded.ravel()
+
+
+def operand(rng, shape, dtype, layout):
+    """A view of ``shape`` with the layout's strides, in a larger array (its first
+    element's offset and strides in elements returned with it)."""
+    rows, cols = shape
+    base = rng.standard_normal((rows + 3, 2 * cols + 5)).astype(dtype)
+    if layout == "row-major":
+        view = base[1:rows + 1, 2:cols + 2]
+    elif layout == "column-major":
+        view = np.asfortranarray(base[:rows, :cols])
+    elif layout == "reversed":
+        view = base[rows:0:-1, cols + 1:1:-1]
+    else:  # every other column
+        view = base[1:rows + 1, 1:2 * cols + 1:2]
+    size = view.itemsize
+    whole = view.base if view.base is not None else view
+    off = (view.__array_interface__["data"][0] - whole.__array_interface__["data"][0]) // size
+    return view, whole, off, view.strides[0] // size, view.strides[1] // size
+
+
+LAYOUTS = ["row-major", "column-major", "reversed", "strided"]
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pack_a_layout(kernel, dtype, layout):
+    """Every row count around MR and depth around the vector widths, whole vectors
+    transposed in registers included: the exact panels, the guard untouched."""
+    rng = np.random.default_rng(0)
+    mr = kernel.mr()
+    for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1} - {0}):
+        for depth in DEPTHS:
+            view, whole, off, rs, cs = operand(rng, (rows, depth), dtype, layout)
+            size = -(-rows // mr) * mr * depth
+            buf = np.full(size + 2 * GUARD, np.nan, dtype)
+            _pack_a(kernel.shape, whole, off, rs, cs, rows, depth, buf)
+            np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected_a(view, mr), f"{rows}x{depth}")
+            assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{rows}x{depth}"
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pack_b_layout(kernel, dtype, layout):
+    """A panel of every live column count and depth around the vector widths."""
+    rng = np.random.default_rng(1)
+    nr = kernel.nr(dtype)
+    for live in sorted({1, nr - 1, nr}):
+        for depth in DEPTHS:
+            view, whole, off, rs, cs = operand(rng, (depth, live), dtype, layout)
+            size = depth * nr
+            buf = np.full(size + 2 * GUARD, np.nan, dtype)
+            _pack_b(kernel.shape, whole, off, rs, cs, depth, live, buf)
+            np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected_b(view, nr), f"{depth}x{live}")
+            assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{depth}x{live}"
