@@ -25,8 +25,8 @@ exceed Numba's pool, whose threads then run several workers in turn.
 import numpy as np
 from numba import njit, prange
 
-from .driver import merge_mode, pack_b_task, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
-from .packing import pack_a
+from .driver import merge_mode, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
+from .packing import PACK_B_GROUP, pack_a, pack_b_panels
 from .simd import (
     address,
     advance,
@@ -91,6 +91,14 @@ def column_groups(panels, count):
     groups = min(panels, max(1, count))
     per_group = (panels + groups - 1) // groups
     return (panels + per_group - 1) // per_group, per_group
+
+
+@njit(cache=True)
+def pack_task_panels(panels, workers):
+    """NR panels per task when ``workers`` pack a B slice of ``panels`` panels: groups
+    of PACK_B_GROUP (``packing.pack_b_rows``) where that leaves TASKS_PER_WORKER
+    tasks per worker, fewer panels where it does not."""
+    return max(1, min(PACK_B_GROUP, panels // (TASKS_PER_WORKER * workers)))
 
 
 # int64 slots between two workers' counters: each alone on its cache line.
@@ -181,13 +189,16 @@ def gemm_parallel(
                     abuf, bbuf, scratch, counter, log_b, log_rows,
                 )
                 continue
+            per_task = pack_task_panels(panels, workers)
+            pack_tasks = (panels + per_task - 1) // per_task
             reset_counters(counter, workers)
-            for w in prange(workers):  # pack the B slice, one NR panel per task
-                task, turn = claim(counter, panels, workers, w, 0)
+            for w in prange(workers):  # pack the B slice, a few NR panels per task
+                task, turn = claim(counter, pack_tasks, workers, w, 0)
                 while task >= 0:
                     record(log_b, task)
-                    pack_b_task(shape, task, b, b_slice, rs_b, cs_b, depth, cols, bbuf)
-                    task, turn = claim(counter, panels, workers, w, turn)
+                    pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
+                                  min((task + 1) * per_task, panels), bbuf)
+                    task, turn = claim(counter, pack_tasks, workers, w, turn)
             row_tasks_parallel(
                 shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
                 c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,

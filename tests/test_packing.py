@@ -5,8 +5,8 @@ import pytest
 from numba import njit
 
 from smallgemm.kernels import KERNELS
-from smallgemm.packing import pack_a, pack_b_panel
-from smallgemm.simd import address
+from smallgemm.packing import PACK_B_GROUP, pack_a, pack_b_panel, pack_b_panels
+from smallgemm.simd import address, advance
 
 # Elements of the buffer on each side of the packed block, which must keep their sentinel.
 GUARD = 64
@@ -22,6 +22,11 @@ def _pack_a(shape, a, off, rs, cs, rows, depth, buf):
 @njit
 def _pack_b(shape, b, off, rs, cs, depth, live, buf):
     pack_b_panel(shape, address(b), off, rs, cs, depth, live, address(buf), GUARD)
+
+
+@njit
+def _pack_b_range(shape, b, off, rs, cs, depth, cols, first, end, buf):
+    pack_b_panels(shape, address(b), off, rs, cs, depth, cols, first, end, advance(address(buf), GUARD))
 
 
 def expected_a(block, mr):
@@ -96,3 +101,28 @@ def test_pack_b_layout(kernel, dtype, layout):
             _pack_b(kernel.shape, whole, off, rs, cs, depth, live, buf)
             np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected_b(view, nr), f"{depth}x{live}")
             assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{depth}x{live}"
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_pack_b_panels_range(kernel, dtype, layout):
+    """A range of a slice's panels, full ones packed in groups where B's rows are
+    contiguous: each panel at its place, nothing outside the range written."""
+    rng = np.random.default_rng(2)
+    nr = kernel.nr(dtype)
+    group = PACK_B_GROUP * nr
+    for cols in (1, nr - 1, nr, group - 1, group, group + nr + 3, 2 * group + 1):
+        panels = -(-cols // nr)
+        ranges = {(0, panels), (1, panels), (0, panels - 1), (panels // 2, panels)} - {(0, 0), (1, 1)}
+        for depth in (1, 9, 17):
+            view, whole, off, rs, cs = operand(rng, (depth, cols), dtype, layout)
+            slice_panels = np.concatenate([expected_b(view[:, q * nr:(q + 1) * nr], nr) for q in range(panels)])
+            for first, end in sorted(r for r in ranges if r[0] < r[1]):
+                size = panels * nr * depth
+                buf = np.full(size + 2 * GUARD, np.nan, dtype)
+                _pack_b_range(kernel.shape, whole, off, rs, cs, depth, cols, first, end, buf)
+                lo, hi = GUARD + first * nr * depth, GUARD + end * nr * depth
+                where = f"{depth}x{cols}, panels {first}-{end}"
+                np.testing.assert_array_equal(buf[lo:hi], slice_panels[lo - GUARD:hi - GUARD], where)
+                assert np.isnan(buf[:lo]).all() and np.isnan(buf[hi:]).all(), where

@@ -188,14 +188,15 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
     pc_blocks = -(-k // sizes.kc)
     nr, mr = kernel.nr(dtype), kernel.mr()
     slices = [min(sizes.nc, n - jc) for jc in range(0, n, sizes.nc)]
-    # Each JC slice packs its panels once per PC block: panel q ran once per
-    # (slice with more than q panels, PC block).
+    # Each JC slice packs its panels once per PC block, a few per task: task q ran
+    # once per (slice with more than q tasks, PC block).
     expected_b = np.zeros(1000, np.int64)
     expected_rows = np.zeros(1000, np.int64)
-    from smallgemm.parallel import task_split
+    from smallgemm.parallel import pack_task_panels, task_split
 
     for cols in slices:
-        expected_b[: -(-cols // nr)] += pc_blocks
+        panels = -(-cols // nr)
+        expected_b[: -(-panels // pack_task_panels(panels, workers))] += pc_blocks
         row_blocks, groups, _ = task_split(m, cols, sizes.mc, mr, nr, workers)
         expected_rows[: row_blocks * groups] += pc_blocks
     np.testing.assert_array_equal(log_b, expected_b)
