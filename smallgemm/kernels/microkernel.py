@@ -42,18 +42,23 @@ from ..simd import (
 # float64 1024^3 0.98-0.99 -> 1.05-1.08, 4096x4096x1024 0.86-0.87 -> 0.95-0.97;
 # float32 1.01-1.02 -> 1.05-1.08 and 0.93 -> 0.99-1.02.  8 to 24 measured alike.
 PREFETCH_STEPS = 16
-# The tile's lines of C are requested this many k steps before the end: asked
-# for before the first step, they had left the L1 again by the write-back
-# (the panels stream through it).  Paired runs in one process, one thread:
-# float64 4096x4096x1024 and 1024^3 2.3 and 1.6 % faster, float32 unchanged;
-# requesting them both first and late gained less (0.8 %), 256 steps 1.9 %.
-C_PREFETCH_STEPS = 64
+# The tile's lines of C are requested this many vector FMAs before the end of
+# its k loop (64 steps of the 14-row, 2-vector AVX-512 tiles): asked for before
+# the first step, they had left the L1 again by the write-back (the panels
+# stream through it).  Paired runs in one process, one thread, Intel host,
+# 64 steps: float64 4096x4096x1024 and 1024^3 2.3 and 1.6 % faster, float32
+# unchanged; requesting them both first and late gained less (0.8 %), 256 steps
+# 1.9 %.  Counted in FMAs, not steps, so that the lines get the same time to
+# arrive whatever the tile: 149 steps of the AVX2 6x2-vector tiles (Zen 3, paired
+# runs against 64 steps: float64 4096x4096x1024 741 -> 727 ms one thread, 380 ->
+# 373 ms two; float32 unchanged).
+C_PREFETCH_FMAS = 64 * 28
 
 
 @njit(cache=True)
 def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Compute one tile and merge its useful part into C (see the module docstring)."""
-    late = max(0, kc - C_PREFETCH_STEPS)
+    late = max(0, kc - C_PREFETCH_FMAS // (tile_rows(shape) * (tile_cols(shape, a) // tile_lanes(shape, a))))
     tile = packed_steps(shape, tile_zero(shape, a), 0, late, a, a_off, b, b_off)
     if cs_c == 1:
         tile_prefetch(shape, c, c_off, rs_c)
