@@ -101,16 +101,22 @@ _BATCH_EACH_PARALLEL = Entry(
 # PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
 # for threads (docs/design.md).
 UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
-# On one thread, products up to this many multiply-adds skip packing too, where k
-# is one KC block and the rows of A and B are not a multiple of ALIASED_ROW_BYTES
-# apart.  With the narrow and few-rows tiles on C's edges (``unpacked.main_tiles``)
-# the direct tiles beat packing there: Zen 4 host, one thread, plan.run, unpacked /
-# blocked, float32 128^3 0.95, 200^3 0.91, 256^3 0.98, 384^3 0.98, 512^3 1.00,
-# 64x100x784 0.75, 2000x64x64 0.94, 64x2000x64 0.90; float64 128^3 0.95, 200^3
-# 0.92, 256^3 0.97, 64x100x784 0.80.  Not on two threads: the blocked driver's
-# row-block tasks then win (float32 200^3 1.46, 256^3 1.17); nor with a longer
-# k (float32 128x128x2048 1.21, in two KC blocks).
+# On one thread and with the kernels of UNPACKED_ONE_THREAD_KERNELS, products up to
+# this many multiply-adds skip packing too, where k is one KC block and the rows of
+# A and B are not a multiple of ALIASED_ROW_BYTES apart.  With the narrow and
+# few-rows tiles on C's edges (``unpacked.main_tiles``) the direct tiles beat
+# packing there: Zen 4 host, AVX-512, one thread, plan.run, unpacked / blocked,
+# float32 128^3 0.95, 200^3 0.91, 256^3 0.98, 384^3 0.98, 512^3 1.00, 64x100x784
+# 0.75, 2000x64x64 0.94, 64x2000x64 0.90; float64 128^3 0.95, 200^3 0.92, 256^3
+# 0.97, 64x100x784 0.80.  Not on two threads: the blocked driver's row-block tasks
+# then win (float32 200^3 1.46, 256^3 1.17); nor with a longer k (float32
+# 128x128x2048 1.21, in two KC blocks).
 UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
+# The kernels whose direct tiles beat packing at those sizes.  Not the AVX2 ones:
+# Zen 3, one thread, plan.run, unpacked / blocked, float32 128^3 1.12, 160^3 1.05,
+# 200^3 1.09, 256^3 1.26, 64x2000x64 1.21, 2000x64x64 1.04; float64 128^3 1.17,
+# 160^3 1.27, 200^3 1.09, 256^3 1.49 (the blocked driver at 0.92-1.05x NumPy).
+UNPACKED_ONE_THREAD_KERNELS = frozenset({"avx512"})
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
 # 14 rows of A a direct tile reads at once then evict each other (float32
 # 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21; float64 128x128x512
@@ -285,7 +291,8 @@ class _Prepared:
 
     __slots__ = (
         "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "small",
-        "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows", "version", "kernel", "dtype", "depth_sizes",
+        "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows", "one_thread_volume",
+        "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -319,6 +326,7 @@ class _Prepared:
         )
         self.vector = _FirstUse(self, "vector", _VECTOR)
         self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
+        self.one_thread_volume = one_thread_unpacked_volume(kernel, dtype)
         self.version = version
         self.kernel, self.dtype = kernel, dtype
         self.depth_sizes: dict[int, blocking.BlockSizes] = {}
@@ -434,14 +442,21 @@ def unpacked_max_volume(dtype: np.dtype) -> int:
     return UNPACKED_MAX_VOLUME[dtype.itemsize]
 
 
+def one_thread_unpacked_volume(kernel: Kernel, dtype: np.dtype) -> int:
+    """Up to this many multiply-adds a product on one thread skips packing (0: only
+    small ones do), with ``kernel`` (UNPACKED_ONE_THREAD_KERNELS)."""
+    return UNPACKED_ONE_THREAD_MAX_VOLUME[dtype.itemsize] if kernel.name in UNPACKED_ONE_THREAD_KERNELS else 0
+
+
 def _use_unpacked(
-    m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int, one_thread: bool
+    m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int, one_thread_volume: int
 ) -> bool:
     """Unpacked when packing B whole costs more than it saves.
 
     With B's rows contiguous: small products, few rows, or n within the narrow
-    tile (a packed tile would mostly compute padding); on ``one_thread``, mid-size
-    products too (UNPACKED_ONE_THREAD_MAX_VOLUME).  With B's columns contiguous
+    tile (a packed tile would mostly compute padding); on one thread, mid-size
+    products too, up to ``one_thread_volume`` multiply-adds
+    (``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
     (``x @ W.T``): few rows, B packed on the fly a strip at a time.  A matrix with
     contiguous rows times one column (``W @ x``): row dots.
     """
@@ -453,7 +468,7 @@ def _use_unpacked(
         if volume <= UNPACKED_MAX_VOLUME[size] or m <= FEW_ROWS_MAX or n <= narrow_cols:
             return True
         return (
-            one_thread and volume <= UNPACKED_ONE_THREAD_MAX_VOLUME[size] and k <= kc and a.strides[1] == size
+            volume <= one_thread_volume and k <= kc and a.strides[1] == size
             and a.strides[0] % ALIASED_ROW_BYTES != 0 and b.strides[0] % ALIASED_ROW_BYTES != 0
         )
     return m <= FEW_ROWS_MAX and b.strides[0] == size
@@ -495,7 +510,9 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     ws = prep.workspace
     workers = threads.get_num_threads()
     one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
-    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, one_thread)
+    unpacked = _use_unpacked(
+        m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if one_thread else 0
+    )
     parallel = workers > 1 and worth_threads(m, n, k, unpacked, dtype)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):
@@ -563,7 +580,9 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     n = b.shape[1]
     ws = prep.workspace
     workers = threads.get_num_threads()
-    unpacked = _use_unpacked(m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, workers == 1)
+    unpacked = _use_unpacked(
+        m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if workers == 1 else 0
+    )
     sizes = prep.sizes if unpacked else prep.sizes_for_depth(k)
     count = offsets_c.shape[0]
     if workers > 1 and count * m * n * k >= PARALLEL_MIN_STACK_VOLUME:

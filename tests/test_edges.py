@@ -9,6 +9,7 @@ from reference import assert_close
 
 import smallgemm
 from smallgemm import plan
+from smallgemm.kernels import KERNELS, kernel_by_name
 from smallgemm.unpacked import FEW_TILE_MAX_ROWS
 
 
@@ -52,10 +53,27 @@ def test_edge_tiles_write_nothing_outside_c(kernel, dtype):
 
 
 def _decides(m, n, k, dtype, one_thread, a_row_pad=0, kc=None):
+    """Whether the avx512 kernel's state would skip packing (on one thread, or several)."""
     a = np.zeros((m, k + a_row_pad), dtype)[:, :k]
     b = np.zeros((k, n), dtype)
-    kc = kc or plan.block_sizes(smallgemm.dispatch.current(), dtype).kc
-    return plan._use_unpacked(m, n, k, a, b, 0, kc, one_thread)
+    kernel = kernel_by_name("avx512")
+    kc = kc or plan.block_sizes(kernel, dtype).kc
+    volume = plan.one_thread_unpacked_volume(kernel, dtype) if one_thread else 0
+    return plan._use_unpacked(m, n, k, a, b, 0, kc, volume)
+
+
+def test_mid_size_products_skip_packing_only_with_their_kernels(dtype):
+    """Mid-size products skip packing on one thread with the kernels measured to gain
+    from it (the AVX-512 tiles), never with the others."""
+    for kernel in KERNELS:
+        volume = plan.one_thread_unpacked_volume(kernel, dtype)
+        if kernel.name in plan.UNPACKED_ONE_THREAD_KERNELS:
+            mid_size, small = (limits[dtype.itemsize] for limits in (plan.UNPACKED_ONE_THREAD_MAX_VOLUME,
+                                                                    plan.UNPACKED_MAX_VOLUME))
+            assert volume == mid_size > small
+        else:
+            assert volume == 0
+    assert plan.UNPACKED_ONE_THREAD_KERNELS <= {kernel.name for kernel in KERNELS}
 
 
 def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(dtype):

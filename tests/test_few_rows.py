@@ -459,7 +459,7 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     are few."""
     w = np.zeros((4096, 4096), np.float32)
     x = np.zeros((4096, 1), np.float32)
-    assert plan._use_unpacked(4096, 1, 4096, w, x, 16, 1024, one_thread=False)
+    assert plan._use_unpacked(4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
     assert plan.worth_threads(4096, 1, 4096, True, w.dtype)
     assert not plan.worth_threads(64, 1, 64, True, w.dtype)
 
