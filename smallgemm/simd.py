@@ -1308,7 +1308,6 @@ def lane_dot_sums(typingctx, block, buf):
     until one lane is left (a fixed order)."""
     if not isinstance(block, TileType) or block.shape != _lane_dot_shape(block.shape) or _float_pointer(buf) != block.dtype:
         return None
-    s, dtype = block.shape, block.dtype
 
     def codegen(context, builder, signature, args):
         acc, bp = args

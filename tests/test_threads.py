@@ -120,7 +120,7 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
 
 def stack_operands(rng, kernel, dtype, tiny_blocks, case, count):
     """(a, b) stacks whose products take the path ``case`` names."""
-    mr, nr = kernel.mr(), kernel.nr(dtype)
+    nr = kernel.nr(dtype)
     kc = tiny_blocks.kc
     if case == "resident":  # tiny products, B in registers
         return random_matrix(rng, (count, 16, kc - 1), dtype), random_matrix(rng, (count, kc - 1, 16), dtype)
