@@ -68,6 +68,15 @@ def operand(rng, shape, dtype, layout):
 LAYOUTS = ["row-major", "column-major", "reversed", "strided"]
 
 
+def guarded(size, dtype, where, pack):
+    """The ``size`` elements ``pack(buf)`` writes into a NaN-filled buffer with GUARD
+    elements on each side, after checking that the guards kept their NaN."""
+    buf = np.full(size + 2 * GUARD, np.nan, dtype)
+    pack(buf)
+    assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{where}: written outside"
+    return buf[GUARD:GUARD + size]
+
+
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -79,11 +88,10 @@ def test_pack_a_layout(kernel, dtype, layout):
     for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1} - {0}):
         for depth in DEPTHS:
             view, whole, off, rs, cs = operand(rng, (rows, depth), dtype, layout)
-            size = -(-rows // mr) * mr * depth
-            buf = np.full(size + 2 * GUARD, np.nan, dtype)
-            _pack_a(kernel.shape, whole, off, rs, cs, rows, depth, buf)
-            np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected_a(view, mr), f"{rows}x{depth}")
-            assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{rows}x{depth}"
+            size, where = -(-rows // mr) * mr * depth, f"{rows}x{depth}"
+            packed = guarded(size, dtype, where,
+                             lambda buf: _pack_a(kernel.shape, whole, off, rs, cs, rows, depth, buf))
+            np.testing.assert_array_equal(packed, expected_a(view, mr), where)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -96,11 +104,10 @@ def test_pack_b_layout(kernel, dtype, layout):
     for live in sorted({1, nr - 1, nr}):
         for depth in DEPTHS:
             view, whole, off, rs, cs = operand(rng, (depth, live), dtype, layout)
-            size = depth * nr
-            buf = np.full(size + 2 * GUARD, np.nan, dtype)
-            _pack_b(kernel.shape, whole, off, rs, cs, depth, live, buf)
-            np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected_b(view, nr), f"{depth}x{live}")
-            assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{depth}x{live}"
+            where = f"{depth}x{live}"
+            packed = guarded(depth * nr, dtype, where,
+                             lambda buf: _pack_b(kernel.shape, whole, off, rs, cs, depth, live, buf))
+            np.testing.assert_array_equal(packed, expected_b(view, nr), where)
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -114,7 +121,7 @@ def test_pack_b_panels_range(kernel, dtype, layout):
     group = PACK_B_GROUP * nr
     for cols in (1, nr - 1, nr, group - 1, group, group + nr + 3, 2 * group + 1):
         panels = -(-cols // nr)
-        ranges = {(0, panels), (1, panels), (0, panels - 1), (panels // 2, panels)} - {(0, 0), (1, 1)}
+        ranges = {(0, panels), (1, panels), (0, panels - 1), (panels // 2, panels)}
         for depth in (1, 9, 17):
             view, whole, off, rs, cs = operand(rng, (depth, cols), dtype, layout)
             slice_panels = np.concatenate([expected_b(view[:, q * nr:(q + 1) * nr], nr) for q in range(panels)])
