@@ -5,7 +5,7 @@ import pytest
 from numba import njit
 
 from smallgemm.kernels import KERNELS
-from smallgemm.packing import PACK_B_GROUP, pack_a, pack_b_panel, pack_b_panels
+from smallgemm.packing import PACK_A_COLUMN_PANELS, PACK_B_GROUP, pack_a, pack_b_panel, pack_b_panels
 from smallgemm.simd import address, advance
 
 # Elements of the buffer on each side of the packed block, which must keep their sentinel.
@@ -81,11 +81,12 @@ def guarded(size, dtype, where, pack):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_pack_a_layout(kernel, dtype, layout):
-    """Every row count around MR and depth around the vector widths, whole vectors
-    transposed in registers included: the exact panels, the guard untouched."""
+    """Every row count around MR and past a group of column-packed panels, and depth
+    around the vector widths, whole vectors included: the exact panels, the guard
+    untouched."""
     rng = np.random.default_rng(0)
     mr = kernel.mr()
-    for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1} - {0}):
+    for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1, (PACK_A_COLUMN_PANELS + 1) * mr + 1} - {0}):
         for depth in DEPTHS:
             view, whole, off, rs, cs = operand(rng, (rows, depth), dtype, layout)
             size, where = -(-rows // mr) * mr * depth, f"{rows}x{depth}"
