@@ -66,3 +66,32 @@ def test_edge_and_full_writes_round_alike(kernel):
         _run(kernel.shape, kc, ap, bp, full, nr, 1, mr, nr, alpha, beta, mode, scratch)
         _run(kernel.shape, kc, ap, bp, edge, nr, 1, mr - 1, nr, alpha, beta, mode, scratch)
         np.testing.assert_array_equal(edge[: mr - 1], full[: mr - 1])
+
+
+@pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_edge_tile_writes_exactly_its_part(kernel, dtype):
+    """Every live column count and a few row counts: the vector merge of the live part
+    gives the full tile's bits there, in every mode, and nothing else of C (laid out
+    with room around the tile) is read into it or written."""
+    rng = np.random.default_rng(2)
+    mr, nr, kc = kernel.mr(), kernel.nr(dtype), 19
+    a = rng.standard_normal((mr, kc)).astype(dtype)
+    b = rng.standard_normal((kc, nr)).astype(dtype)
+    ap, bp = pack_panels(a, b, mr, nr)
+    scratch = np.empty(mr * nr, dtype)
+    c0 = rng.standard_normal((mr, nr)).astype(dtype)
+    alpha, beta = dtype(0.3), dtype(-1.7)
+    for mode in (OVERWRITE, SCALE, ACCUMULATE):
+        full = c0.copy()
+        _run(kernel.shape, kc, ap, bp, full, nr, 1, mr, nr, alpha, beta, mode, scratch)
+        for rows in sorted({1, mr // 2, mr - 1, mr} - {0}):
+            for cols in range(1, nr + 1):
+                frame = np.full((mr + 2, nr + 2), np.nan, dtype)
+                frame[1 : rows + 1, 1 : cols + 1] = c0[:rows, :cols]
+                _run(kernel.shape, kc, ap, bp, frame[1:, 1:], nr + 2, 1, rows, cols, alpha, beta, mode, scratch)
+                where = f"mode {mode}, {rows}x{cols}"
+                np.testing.assert_array_equal(frame[1 : rows + 1, 1 : cols + 1], full[:rows, :cols], where)
+                outside = np.ones(frame.shape, bool)
+                outside[1 : rows + 1, 1 : cols + 1] = False
+                assert np.isnan(frame[outside]).all(), where
