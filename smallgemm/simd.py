@@ -561,65 +561,12 @@ def _write_args(tile, c, alpha, beta):
     return tile.shape, tile.dtype
 
 
-def _vector_bytes(vec):
-    """Bytes in one vector of the LLVM vector type ``vec``."""
-    return vec.count * (4 if isinstance(vec.element, ir.FloatType) else 8)
-
-
-def _store_count_lanes(builder, value, base, off, count):
-    """Store the first ``count`` lanes of ``value`` (a run-time count; none when it is
-    0 or less, all when it is the vector width or more) at element ``off`` of ``base``.
-
-    Under 512 bits, whole-vector stores of power-of-two pieces, each behind a branch
-    on one bit of the count, instead of a masked store: AVX2's masked store is
-    microcode on AMD cores (Zen 3: about 12 cycles each), which C's edge tiles paid
-    once per row and vector.
-    """
-    vec = value.type
-    lanes = vec.count
-    i32 = ir.IntType(32)
-    fn = builder.function
-    whole = fn.append_basic_block("store_whole")
-    pieces = fn.append_basic_block("store_pieces")
-    done = fn.append_basic_block("store_done")
-    builder.cbranch(builder.icmp_signed(">=", count, ir.Constant(_I64, lanes)), whole, pieces)
-    builder.position_at_end(whole)
-    builder.store(value, _vector_ptr(builder, base, off, vec), align=1)
-    builder.branch(done)
-    builder.position_at_end(pieces)
-    count = builder.select(builder.icmp_signed("<", count, ir.Constant(_I64, 0)), ir.Constant(_I64, 0), count)
-    undef = ir.Constant(vec, ir.Undefined)
-    piece = lanes // 2
-    while piece >= 1:
-        take = builder.icmp_unsigned("!=", builder.and_(count, ir.Constant(_I64, piece)), ir.Constant(_I64, 0))
-        # The lanes after this piece moved to the front, and the offset past it, for the next bit.
-        rest = builder.shuffle_vector(
-            value, undef, ir.Constant(ir.VectorType(i32, lanes), [min(j + piece, lanes - 1) for j in range(lanes)])
-        )
-        store = fn.append_basic_block("store_piece")
-        after = fn.append_basic_block("store_next")
-        builder.cbranch(take, store, after)
-        builder.position_at_end(store)
-        if piece == 1:
-            builder.store(builder.extract_element(value, ir.Constant(i32, 0)), builder.gep(base, [off]))
-        else:
-            part = builder.shuffle_vector(value, undef, ir.Constant(ir.VectorType(i32, piece), list(range(piece))))
-            builder.store(part, _vector_ptr(builder, base, off, ir.VectorType(vec.element, piece)), align=1)
-        builder.branch(after)
-        builder.position_at_end(after)
-        value = builder.select(take, rest, value)
-        off = builder.select(take, builder.add(off, ir.Constant(_I64, piece)), off)
-        piece //= 2
-    builder.branch(done)
-    builder.position_at_end(done)
-
-
 def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, live=None):
     """Merge ``acc`` into C by ``mode`` (see OVERWRITE / SCALE / ACCUMULATE), rows of C unit-stride.
 
     With ``live`` = (rows, cols), run-time counts, rows at or past ``rows`` are
     skipped and lanes at or past ``cols`` are neither read nor written (masked
-    loads; stores of exactly the live lanes, ``_store_count_lanes``).
+    loads and stores).
     """
     vec = acc.type.element
     fma = _declare_fma(builder.module, s.fused, vec)
@@ -632,11 +579,9 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
             return builder.load(ptr, align=1)
         return _masked_load(builder, ptr, None, vec, masks[v])
 
-    def store(value, ptr, v, off):
+    def store(value, ptr, v):
         if masks[v] is None:
             builder.store(value, ptr, align=1)
-        elif _vector_bytes(vec) < 64:
-            _store_count_lanes(builder, value, cp, off, builder.sub(live[1], ir.Constant(_I64, v * vec.count)))
         else:
             _masked_store_lanes(builder, value, ptr, masks[v])
 
@@ -655,8 +600,7 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
                 builder.position_at_end(next_row)
             row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
             for v in range(s.vectors):
-                off = builder.add(row, ir.Constant(_I64, v * vec.count))
-                ptr = _vector_ptr(builder, cp, off, vec)
+                ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
                 t = builder.extract_value(acc, i * s.vectors + v)
                 if m == OVERWRITE:
                     new = builder.fmul(va, t)
@@ -664,7 +608,7 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
                     new = builder.call(fma, [va, t, builder.fmul(vb, load(ptr, v))])
                 else:
                     new = builder.call(fma, [va, t, load(ptr, v)])
-                store(new, ptr, v, off)
+                store(new, ptr, v)
         builder.branch(done)
     builder.position_at_end(done)
 
