@@ -16,7 +16,6 @@ from numba import njit
 
 from .simd import (
     copy_column,
-    copy_column_whole,
     copy_vector,
     line_elements,
     pack_a_rows_block,
@@ -61,9 +60,10 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
     if rs == 1:
         # Columns of A are contiguous (A column-major or transposed): a vector copy
         # per panel column, PACK_A_COLUMN_PANELS panels at a time down each column
-        # of A.  Whole vectors where rows of A follow the panel's and the panel has
-        # a next column to overwrite what they write past it; else masked loads
-        # and exact stores, zero padding included.
+        # of A.  Plain whole vectors (MR rounded up to the vector width) where rows
+        # of A follow the panel's and the panel has a next column to overwrite what
+        # they write past it; else masked loads and exact stores, zero padding
+        # included.
         step = PACK_A_COLUMN_PANELS * mr
         wide = (mr + lanes - 1) // lanes * lanes
         for g0 in range(0, rows, step):
@@ -71,7 +71,8 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
                 for i0 in range(g0, min(g0 + step, rows), mr):
                     at = buf_off + i0 * depth + p * mr
                     if i0 + wide <= rows and p + 1 < depth:
-                        copy_column_whole(shape, a, a_off + i0 + p * cs, buf, at)
+                        for first in range(0, mr, lanes):
+                            copy_vector(shape, a, a_off + i0 + p * cs + first, buf, at + first)
                     else:
                         copy_column(shape, a, a_off + i0 + p * cs, min(mr, rows - i0), buf, at)
         return

@@ -1035,33 +1035,6 @@ def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
 
 
 @intrinsic
-def copy_column_whole(typingctx, shape, src, src_off, dst, dst_off):
-    """Copy MR contiguous elements to dst with whole vectors: MR rounded up to the
-    vector width is read and written (6 of 8 lanes on AVX2: 8).
-
-    For a column of an A panel that is not the block's last: the caller knows
-    the source holds the elements past MR and that what is written past the
-    panel column is overwritten later (by the panel's next column).  Plain
-    vector loads and stores, where ``copy_column`` needs masked loads.
-    """
-    found = _copy_args(shape, src, dst)
-    if found is None:
-        return None
-    s, dtype = found
-
-    def codegen(context, builder, signature, args):
-        _, sp, so, dp, do = args
-        vec = _vector_type(s, dtype)
-        for first in range(0, s.rows, vec.count):
-            at = ir.Constant(_I64, first)
-            value = builder.load(_vector_ptr(builder, sp, builder.add(so, at), vec), align=1)
-            builder.store(value, _vector_ptr(builder, dp, builder.add(do, at), vec), align=1)
-        return context.get_dummy_value()
-
-    return types.void(shape, src, src_off, dst, dst_off), codegen
-
-
-@intrinsic
 def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
     """Pack one LANES x LANES block of a B panel whose columns are unit-stride.
 

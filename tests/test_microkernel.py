@@ -21,6 +21,14 @@ def pack_panels(a, b, mr, nr):
     return np.ascontiguousarray(a.T).ravel(), np.ascontiguousarray(b).ravel()
 
 
+def random_tile_case(rng, mr, nr, kc, dtype):
+    """(packed A panel, packed B panel, a C tile, scratch) of random values."""
+    a = rng.standard_normal((mr, kc)).astype(dtype)
+    b = rng.standard_normal((kc, nr)).astype(dtype)
+    ap, bp = pack_panels(a, b, mr, nr)
+    return ap, bp, rng.standard_normal((mr, nr)).astype(dtype), np.empty(mr * nr, dtype)
+
+
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("full", [True, False], ids=["full_tile", "edge_tile"])
@@ -52,14 +60,9 @@ def test_microkernel_modes(kernel, dtype, full):
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 def test_edge_and_full_writes_round_alike(kernel):
     """An element gets the same bits from the vector write and the scalar write-back."""
-    rng = np.random.default_rng(1)
     dtype = np.float32
     mr, nr, kc = kernel.mr(), kernel.nr(dtype), 50
-    a = rng.standard_normal((mr, kc)).astype(dtype)
-    b = rng.standard_normal((kc, nr)).astype(dtype)
-    ap, bp = pack_panels(a, b, mr, nr)
-    scratch = np.empty(mr * nr, dtype)
-    c0 = rng.standard_normal((mr, nr)).astype(dtype)
+    ap, bp, c0, scratch = random_tile_case(np.random.default_rng(1), mr, nr, kc, dtype)
     alpha, beta = dtype(0.3), dtype(-1.7)
     for mode in (OVERWRITE, SCALE, ACCUMULATE):
         full, edge = c0.copy(), c0.copy()
@@ -74,13 +77,8 @@ def test_edge_tile_writes_exactly_its_part(kernel, dtype):
     """Every live column count and a few row counts: the vector merge of the live part
     gives the full tile's bits there, in every mode, and nothing else of C (laid out
     with room around the tile) is read into it or written."""
-    rng = np.random.default_rng(2)
     mr, nr, kc = kernel.mr(), kernel.nr(dtype), 19
-    a = rng.standard_normal((mr, kc)).astype(dtype)
-    b = rng.standard_normal((kc, nr)).astype(dtype)
-    ap, bp = pack_panels(a, b, mr, nr)
-    scratch = np.empty(mr * nr, dtype)
-    c0 = rng.standard_normal((mr, nr)).astype(dtype)
+    ap, bp, c0, scratch = random_tile_case(np.random.default_rng(2), mr, nr, kc, dtype)
     alpha, beta = dtype(0.3), dtype(-1.7)
     for mode in (OVERWRITE, SCALE, ACCUMULATE):
         full = c0.copy()
