@@ -348,6 +348,8 @@ tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
 tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
 line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
+tile_step_fmas = _shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
+tile_step_fmas.__doc__ = "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 

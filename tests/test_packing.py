@@ -68,13 +68,16 @@ def operand(rng, shape, dtype, layout):
 LAYOUTS = ["row-major", "column-major", "reversed", "strided"]
 
 
-def guarded(size, dtype, where, pack):
-    """The ``size`` elements ``pack(buf)`` writes into a NaN-filled buffer with GUARD
-    elements on each side, after checking that the guards kept their NaN."""
+def check_packing(rng, shape, dtype, layout, size, pack, expected):
+    """Pack an operand of ``shape`` laid out as ``layout`` with ``pack(array, offset, rs,
+    cs, buf)`` into a NaN-filled buffer with GUARD elements on each side: its ``size``
+    elements must be ``expected(view)`` exactly, and the guards keep their NaN."""
+    view, whole, off, rs, cs = operand(rng, shape, dtype, layout)
+    where = "x".join(map(str, shape))
     buf = np.full(size + 2 * GUARD, np.nan, dtype)
-    pack(buf)
+    pack(whole, off, rs, cs, buf)
+    np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected(view), where)
     assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{where}: written outside"
-    return buf[GUARD:GUARD + size]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -88,11 +91,12 @@ def test_pack_a_layout(kernel, dtype, layout):
     mr = kernel.mr()
     for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1, (PACK_A_COLUMN_PANELS + 1) * mr + 1} - {0}):
         for depth in DEPTHS:
-            view, whole, off, rs, cs = operand(rng, (rows, depth), dtype, layout)
-            size, where = -(-rows // mr) * mr * depth, f"{rows}x{depth}"
-            packed = guarded(size, dtype, where,
-                             lambda buf: _pack_a(kernel.shape, whole, off, rs, cs, rows, depth, buf))
-            np.testing.assert_array_equal(packed, expected_a(view, mr), where)
+            check_packing(
+                rng, (rows, depth), dtype, layout, -(-rows // mr) * mr * depth,
+                lambda x, off, rs, cs, buf, rows=rows, depth=depth: _pack_a(
+                    kernel.shape, x, off, rs, cs, rows, depth, buf),
+                lambda view: expected_a(view, mr),
+            )
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -104,11 +108,12 @@ def test_pack_b_layout(kernel, dtype, layout):
     nr = kernel.nr(dtype)
     for live in sorted({1, nr - 1, nr}):
         for depth in DEPTHS:
-            view, whole, off, rs, cs = operand(rng, (depth, live), dtype, layout)
-            where = f"{depth}x{live}"
-            packed = guarded(depth * nr, dtype, where,
-                             lambda buf: _pack_b(kernel.shape, whole, off, rs, cs, depth, live, buf))
-            np.testing.assert_array_equal(packed, expected_b(view, nr), where)
+            check_packing(
+                rng, (depth, live), dtype, layout, depth * nr,
+                lambda x, off, rs, cs, buf, depth=depth, live=live: _pack_b(
+                    kernel.shape, x, off, rs, cs, depth, live, buf),
+                lambda view: expected_b(view, nr),
+            )
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)

@@ -29,6 +29,7 @@ from ..simd import (
     tile_rank1,
     tile_rank1_direct,
     tile_rows,
+    tile_step_fmas,
     tile_store,
     tile_write,
     tile_write_part,
@@ -58,7 +59,7 @@ C_PREFETCH_FMAS = 64 * 28
 @njit(cache=True)
 def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Compute one tile and merge its useful part into C (see the module docstring)."""
-    late = max(0, kc - C_PREFETCH_FMAS // (tile_rows(shape) * (tile_cols(shape, a) // tile_lanes(shape, a))))
+    late = max(0, kc - C_PREFETCH_FMAS // tile_step_fmas(shape))
     tile = packed_steps(shape, tile_zero(shape, a), 0, late, a, a_off, b, b_off)
     if cs_c == 1:
         tile_prefetch(shape, c, c_off, rs_c)
