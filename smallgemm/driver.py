@@ -86,6 +86,22 @@ def panels_in_time(
 
 
 @njit(cache=True)
+def task_block_group(task, row_blocks):
+    """(row block, column group) of row-block task ``task``: tasks run down the row
+    blocks of one column group, then the next group.
+
+    Workers claim contiguous ranges of tasks (``parallel.claim``), so a worker
+    meets whole column groups: where the pack tasks split alike, the B panels
+    it packed itself, whose lines no other core holds when the next slice is
+    packed over them.  Block-major order (each worker every group
+    of a few row blocks) cost two threads, float32 512x2048x4096 (x.T @ g),
+    47.5 -> 52.2 ms when memory was busy, 47.7 -> 47.8 when it was quiet;
+    400x3000x1000 13.5 -> 14.5 ms.
+    """
+    return task % row_blocks, task // row_blocks
+
+
+@njit(cache=True)
 def row_block_task(
     shape, task, row_blocks, col_groups, panels_per_group, rows, cols, depth,
     a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
@@ -97,8 +113,7 @@ def row_block_task(
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
-    block = task // col_groups
-    group = task - block * col_groups
+    block, group = task_block_group(task, row_blocks)
     row_panels = (rows + mr - 1) // mr
     ic = mr * (block * row_panels // row_blocks)
     live_rows = min(mr * ((block + 1) * row_panels // row_blocks), rows) - ic

@@ -250,6 +250,38 @@ def test_task_split_keeps_workers_busy():
             assert groups == 1 and row_blocks >= TASKS_PER_WORKER * workers
 
 
+def test_row_tasks_cover_each_block_and_group_once_group_by_group():
+    from smallgemm.driver import task_block_group
+
+    for row_blocks, groups in [(1, 1), (4, 2), (3, 5), (6, 1), (1, 7)]:
+        pairs = [task_block_group(t, row_blocks) for t in range(row_blocks * groups)]
+        assert sorted(pairs) == [(q, g) for q in range(row_blocks) for g in range(groups)]
+        assert [g for _, g in pairs] == sorted(g for _, g in pairs)  # a group's blocks in a row
+
+
+@pytest.mark.parametrize("m, cols, mc, mr, nr", [(512, 2048, 192, 6, 16), (512, 2048, 196, 14, 32),
+                                                 (640, 1024, 192, 6, 16)])
+def test_each_worker_reads_the_b_panels_it_packed(m, cols, mc, mr, nr):
+    """Two workers on x.T @ g-like slices: each one's own range of row-block tasks
+    reads exactly the B panels its own range of pack tasks packed."""
+    from smallgemm.driver import task_block_group
+    from smallgemm.parallel import pack_task_panels, task_split
+
+    workers = 2
+    row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
+    panels = -(-cols // nr)
+    per_task = pack_task_panels(panels, workers)
+    pack_tasks, row_tasks = -(-panels // per_task), row_blocks * groups
+    assert groups == workers
+    for w in range(workers):
+        packed = {q for t in range(w * pack_tasks // workers, (w + 1) * pack_tasks // workers)
+                  for q in range(t * per_task, min((t + 1) * per_task, panels))}
+        groups_read = {task_block_group(t, row_blocks)[1]
+                       for t in range(w * row_tasks // workers, (w + 1) * row_tasks // workers)}
+        read = {q for g in groups_read for q in range(g * per_group, min((g + 1) * per_group, panels))}
+        assert read == packed
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
 def test_claim_hands_out_each_task_once_own_range_first(workers):
     """Workers claiming in an arbitrary interleaving: each task once, and each
