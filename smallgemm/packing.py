@@ -17,10 +17,12 @@ from numba import njit
 from .simd import (
     copy_column,
     copy_vector,
+    copy_vector_streaming,
     line_elements,
     pack_a_rows_block,
     pack_b_cols_block,
     prefetch_read,
+    store_fence,
     tile_cols,
     tile_lanes,
     tile_rows,
@@ -140,17 +142,17 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
 
 
 @njit(cache=True)
-def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf):
+def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf, streaming):
     """Pack NR-column panels [first, end) of a ``depth x cols`` slice of B, panel q at
     ``q * NR * depth`` in ``buf``: full panels of a B with contiguous rows in groups
-    (``pack_b_rows``), the others one at a time (``pack_b_panel``)."""
+    (``pack_b_rows``, ``streaming`` as there), the others one at a time (``pack_b_panel``)."""
     nr = tile_cols(shape, b)
     q = first
     if cs == 1:
         full_end = min(end, cols // nr)
         while q < full_end:
             count = min(PACK_B_GROUP, full_end - q)
-            pack_b_rows(shape, b, b_off + q * nr, rs, depth, count, buf, q * nr * depth)
+            pack_b_rows(shape, b, b_off + q * nr, rs, depth, count, buf, q * nr * depth, streaming)
             q += count
     while q < end:
         j0 = q * nr
@@ -159,15 +161,21 @@ def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf):
 
 
 @njit(cache=True)
-def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel):
+def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel, streaming):
     """Pack ``count`` full NR-column panels of B rows that are contiguous, together, row
-    by row, the first at ``panel`` in ``buf``.
+    by row, the first at ``panel`` in ``buf`` (64-byte aligned).
 
     Each row of B is read as one run of ``count * NR`` elements, which the
     hardware prefetchers follow; a panel at a time reads one NR-element piece
     from each of KC rows a whole row stride apart, a new page each, and
     with a power-of-two stride every piece falls in the same cache sets.  The
     lines of the row PACK_B_ROWS_AHEAD below are requested as each row is read.
+
+    ``streaming``: the panels are written past the caches (non-temporal
+    stores), for a buffer whose lines other cores have read: a plain store
+    must first take each line back from them (packing a 1024^3 float32 slice
+    on two threads took 300 us into such a buffer, 85 into one no other core
+    had read; streamed, 140).
     """
     nr = tile_cols(shape, b)
     lanes = tile_lanes(shape, b)
@@ -180,4 +188,9 @@ def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel):
         for q in range(count):
             at = panel + q * nr * depth + p * nr
             for j in range(0, nr, lanes):
-                copy_vector(shape, b, row + q * nr + j, buf, at + j)
+                if streaming:
+                    copy_vector_streaming(shape, b, row + q * nr + j, buf, at + j)
+                else:
+                    copy_vector(shape, b, row + q * nr + j, buf, at + j)
+    if streaming:
+        store_fence()

@@ -445,6 +445,39 @@ def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
     return types.void(shape, src, src_off, dst, dst_off), codegen
 
 
+@intrinsic
+def copy_vector_streaming(typingctx, shape, src, src_off, dst, dst_off):
+    """copy_vector with a non-temporal store: the line is written to memory whole,
+    without first being read for ownership, and copies in other cores' caches are
+    dropped.  ``dst + dst_off`` must be aligned to the vector; ``store_fence``
+    before other threads read it."""
+    found = _copy_args(shape, src, dst)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, sp, so, dp, do = args
+        vec = _vector_type(s, dtype)
+        value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
+        store = builder.store(value, _vector_ptr(builder, dp, do, vec), align=s.bits // 8)
+        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(shape, src, src_off, dst, dst_off), codegen
+
+
+@intrinsic
+def store_fence(typingctx):
+    """Order every earlier store, non-temporal ones included, before any later memory access."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
 # --- the register tile -------------------------------------------------------------
 
 

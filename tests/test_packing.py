@@ -7,6 +7,7 @@ from numba import njit
 from smallgemm.kernels import KERNELS
 from smallgemm.packing import PACK_A_COLUMN_PANELS, PACK_B_GROUP, pack_a, pack_b_panel, pack_b_panels
 from smallgemm.simd import address, advance
+from smallgemm.workspace import aligned_empty
 
 # Elements of the buffer on each side of the packed block, which must keep their sentinel.
 GUARD = 64
@@ -25,8 +26,8 @@ def _pack_b(shape, b, off, rs, cs, depth, live, buf):
 
 
 @njit
-def _pack_b_range(shape, b, off, rs, cs, depth, cols, first, end, buf):
-    pack_b_panels(shape, address(b), off, rs, cs, depth, cols, first, end, advance(address(buf), GUARD))
+def _pack_b_range(shape, b, off, rs, cs, depth, cols, first, end, buf, streaming):
+    pack_b_panels(shape, address(b), off, rs, cs, depth, cols, first, end, advance(address(buf), GUARD), streaming)
 
 
 def expected_a(block, mr):
@@ -119,9 +120,11 @@ def test_pack_b_layout(kernel, dtype, layout):
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_pack_b_panels_range(kernel, dtype, layout):
+@pytest.mark.parametrize("streaming", [False, True], ids=["cached", "streaming"])
+def test_pack_b_panels_range(kernel, dtype, layout, streaming):
     """A range of a slice's panels, full ones packed in groups where B's rows are
-    contiguous: each panel at its place, nothing outside the range written."""
+    contiguous (stores cached or streamed past the caches): each panel at its
+    place, nothing outside the range written."""
     rng = np.random.default_rng(2)
     nr = kernel.nr(dtype)
     group = PACK_B_GROUP * nr
@@ -133,8 +136,9 @@ def test_pack_b_panels_range(kernel, dtype, layout):
             slice_panels = np.concatenate([expected_b(view[:, q * nr:(q + 1) * nr], nr) for q in range(panels)])
             for first, end in sorted(r for r in ranges if r[0] < r[1]):
                 size = panels * nr * depth
-                buf = np.full(size + 2 * GUARD, np.nan, dtype)
-                _pack_b_range(kernel.shape, whole, off, rs, cs, depth, cols, first, end, buf)
+                buf = aligned_empty(size + 2 * GUARD, dtype)  # streamed stores need aligned vectors
+                buf[:] = np.nan
+                _pack_b_range(kernel.shape, whole, off, rs, cs, depth, cols, first, end, buf, streaming)
                 lo, hi = GUARD + first * nr * depth, GUARD + end * nr * depth
                 where = f"{depth}x{cols}, panels {first}-{end}"
                 np.testing.assert_array_equal(buf[lo:hi], slice_panels[lo - GUARD:hi - GUARD], where)
