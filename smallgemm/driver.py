@@ -18,7 +18,7 @@ from numba import njit
 
 from .kernels import microkernel
 from .kernels.microkernel import direct_microkernel
-from .packing import pack_a, pack_b_panel, pack_b_panels
+from .packing import PACK_B_GROUP, pack_a, pack_b_panels
 from .simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows, tile_with_rows
 
 
@@ -70,17 +70,26 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
 
 @njit(cache=True)
 def panels_in_time(
-    shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panel, c, c_off, rs_c, cs_c, alpha, beta, mode,
-    scratch,
+    shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panels, group, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, scratch,
 ):
-    """Columns [j_start, j_end) of a packed A block's product, one B panel at a time:
-    each NR-column panel is packed into ``panel`` just before its only use."""
-    nr = tile_cols(shape, panel)
-    for j0 in range(j_start, j_end, nr):
-        live_cols = min(nr, j_end - j0)
-        pack_b_panel(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, panel, np.intp(0))
+    """Columns [j_start, j_end) of a packed A block's product, ``group`` NR-column
+    B panels at a time: each group is packed into ``panels`` (room for ``group``
+    panels) just before its only use.
+
+    A group of panels reads each row of B as one run (``packing.pack_b_rows``),
+    where a lone panel reads one line from each of KC rows a row stride apart:
+    two threads, float32, eight panels a group against one, 256x2048x2048
+    13.3 -> 12.0 ms, 128x2048x2048 6.9 -> 6.4.
+    """
+    nr = tile_cols(shape, panels)
+    width = group * nr
+    for j0 in range(j_start, j_end, width):
+        live_cols = min(width, j_end - j0)
+        pack_b_panels(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, np.intp(0),
+                      (live_cols + nr - 1) // nr, panels, False)
         macro_kernel(
-            shape, rows, live_cols, depth, abuf, 0, panel, np.intp(0),
+            shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0),
             c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
         )
 
@@ -140,11 +149,12 @@ def gemm_serial(
     and no packing is done.
     """
     nr = tile_cols(shape, bbuf)
-    # One row block: each B panel is packed just before its only use and stays
-    # in the L2, instead of the whole slice going out to memory and coming back
-    # (256x2048x2048 float32: 7 % faster).  No B slice is kept, so all columns
-    # are one slice and A is packed once per KC block.
+    # One row block: each group of B panels is packed just before its only use
+    # and stays in the L2, instead of the whole slice going out to memory and
+    # coming back (256x2048x2048 float32: 7 % faster).  No B slice is kept, so
+    # all columns are one slice and A is packed once per KC block.
     one_block = not prepacked and m <= mc
+    group = min(PACK_B_GROUP, nc // nr)
     slice_cols = n if one_block else nc
     for jc in range(0, n, slice_cols):  # JC: NC-column slices of B and C
         cols = min(slice_cols, n - jc)
@@ -156,7 +166,7 @@ def gemm_serial(
             if one_block:
                 pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, np.intp(0))
                 panels_in_time(
-                    shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf,
+                    shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf, group,
                     c, c_off + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
                 )
                 continue

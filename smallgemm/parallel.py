@@ -102,6 +102,17 @@ def pack_task_panels(panels, workers):
 
 
 @njit(cache=True)
+def one_row_group(panels, nc, nr, workers):
+    """B panels per task of ``one_row_block``: about as many as a pack task
+    takes (``pack_task_panels``), evened out so that the tasks come in a
+    multiple of the workers where that can be, and no more than each worker's
+    share of the B buffer (NC columns) holds."""
+    most = max(1, min(pack_task_panels(panels, workers), nc // (workers * nr)))
+    tasks = ((panels + most - 1) // most + workers - 1) // workers * workers
+    return (panels + tasks - 1) // tasks
+
+
+@njit(cache=True)
 def panels_read_by_others(groups, workers):
     """Whether the row-block tasks of a B slice read panels that other workers
     packed: fewer column groups than workers, so each panel is read by several
@@ -185,6 +196,7 @@ def gemm_parallel(
         cols = min(slice_cols, n - jc)
         panels = (cols + nr - 1) // nr
         row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
+        group = one_row_group(panels, nc, nr, workers)
         for pc in range(0, k, kc):  # PC
             depth = min(kc, k - pc)
             mode = merge_mode(pc, beta)
@@ -199,7 +211,7 @@ def gemm_parallel(
             if one_block:
                 one_row_block(
                     shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
-                    c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, workers,
+                    c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, group, workers,
                     abuf, bbuf, scratch, counter, log_b, log_rows,
                 )
                 continue
@@ -248,16 +260,19 @@ def row_tasks_parallel(
 @njit(cache=True, parallel=True)
 def one_row_block(
     shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-    alpha, beta, mode, kc, workers, abuf, bbuf, scratch, counter, log_a, log_panels,
+    alpha, beta, mode, kc, group, workers, abuf, bbuf, scratch, counter, log_a, log_panels,
 ):
     """One (JC, PC) step when all of A's rows are one block (m <= MC).
 
     The A block is packed once, its MR-row panels handed out as tasks, into a
-    buffer every worker reads; then each B panel is a task, packed by the
-    worker that takes it, into its own buffer, just before its only use: the B
-    slice never goes out to memory and comes back (``gemm_serial`` does the
-    same on one thread).  One panel per task, not groups: the last tasks end
-    together (two threads, ``[256,2048] @ [2048,2048]`` float32: 6.1 -> 5.7 ms).
+    buffer every worker reads; then each group of ``group`` B panels is a task,
+    packed by the worker that takes it, into its own buffer, just before its
+    only use (``driver.panels_in_time``): the B slice never goes out to memory
+    and comes back (``gemm_serial`` does the same on one thread).  Groups no
+    larger than leaves TASKS_PER_WORKER tasks per worker (``one_row_group``),
+    so that the last tasks end together: on the Intel host one group per
+    worker lost to one panel per task (two threads, ``[256,2048] @
+    [2048,2048]`` float32: 6.1 against 5.7 ms).
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
@@ -270,19 +285,20 @@ def one_row_block(
             i0 = task * mr
             pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
             task, turn = claim(counter, row_panels, workers, w, turn)
-    panels = (cols + nr - 1) // nr
+    width = group * nr
+    tasks = (cols + width - 1) // width
     reset_counters(counter, workers)
     for w in prange(workers):
-        my_bbuf = advance(bbuf, w * kc * nr)
+        my_bbuf = advance(bbuf, w * kc * width)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, panels, workers, w, 0)
+        task, turn = claim(counter, tasks, workers, w, 0)
         while task >= 0:
             record(log_panels, task)
             panels_in_time(
-                shape, m, task * nr, min((task + 1) * nr, cols), depth, abuf,
-                b, b_off, rs_b, cs_b, my_bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
+                shape, m, task * width, min((task + 1) * width, cols), depth, abuf,
+                b, b_off, rs_b, cs_b, my_bbuf, group, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
             )
-            task, turn = claim(counter, panels, workers, w, turn)
+            task, turn = claim(counter, tasks, workers, w, turn)
 
 
 @njit(cache=True)

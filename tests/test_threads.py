@@ -217,7 +217,9 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
     """Up to MC rows, and up to what the workers' A buffers hold together (the
     L2 limit is far with these tiny KC blocks), A is one shared block: all
     columns are one slice; per KC block the A panels are packed once (one task
-    each), then each B panel is one task."""
+    each), then each group of B panels is one task."""
+    from smallgemm.parallel import TASKS_PER_WORKER, one_row_group
+
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
     m, n, k = blocks * sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 3 NC widths and an edge panel, 4 PC slices
@@ -225,8 +227,11 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
     pc_blocks = -(-k // sizes.kc)
     expected_a = np.zeros(1000, np.int64)
     expected_a[: -(-m // mr)] = pc_blocks
+    panels = -(-n // nr)
+    group = one_row_group(panels, sizes.nc, nr, workers)
+    assert group * nr * workers <= sizes.nc and (group == 1 or -(-panels // group) >= TASKS_PER_WORKER * workers)
     expected_panels = np.zeros(1000, np.int64)
-    expected_panels[: -(-n // nr)] = pc_blocks
+    expected_panels[: -(-panels // group)] = pc_blocks
     np.testing.assert_array_equal(log_a, expected_a)
     np.testing.assert_array_equal(log_panels, expected_panels)
     with smallgemm.num_threads(1):
