@@ -67,18 +67,23 @@ def task_split(m, cols, mc, mr, nr, workers):
     Row blocks hold at most MC rows and share the MR-row panels evenly (see
     ``row_block_task``); their number is a multiple of the worker count where
     the rows allow, so that no worker is left alone with a last short block.
-    A slice of fewer panels than the tasks wanted is cut into that many row
-    blocks (where the rows allow) rather than into column groups, each of
-    which would pack its rows of A again: two threads, float32 ``1024x64x64``
-    61 -> 47 us, ``1024x96x256`` 272 -> 193, float64 ``1024x64x64`` 142 -> 88.
-    When that still gives fewer than TASKS_PER_WORKER tasks per worker, the
-    columns are split too.  None of this changes a sum: only KC does.
+    A slice of fewer panels than the tasks wanted, or no wider than A is tall,
+    is cut into that many row blocks (where the rows allow) rather than into
+    column groups, each of which would pack its rows of A again: two threads,
+    float32 ``1024x64x64`` 61 -> 47 us, ``1024x96x256`` 272 -> 193, float64
+    ``1024x64x64`` 142 -> 88; (no wider) float32 ``768x256x256`` 0.70 -> 0.59
+    ms, ``400x400x400`` 0.82 -> 0.73, float64 ``300x200x300`` 0.52 -> 0.44.
+    A wider slice keeps its column groups, each worker's own B panels
+    (``driver.task_block_group``): x.T @ g, ``512x2048x4096``, 47 -> 49 ms
+    cut into row blocks.  When that still gives fewer than TASKS_PER_WORKER
+    tasks per worker, the columns are split too.  None of this changes a sum:
+    only KC does.
     """
     row_panels = (m + mr - 1) // mr
     row_blocks = (m + mc - 1) // mc
     panels = (cols + nr - 1) // nr
     wanted = TASKS_PER_WORKER * workers
-    if panels < wanted:
+    if panels < wanted or cols <= m:
         row_blocks = max(row_blocks, wanted)
     row_blocks = min(row_panels, (row_blocks + workers - 1) // workers * workers)
     groups, per_group = column_groups(panels, (wanted + row_blocks - 1) // row_blocks)

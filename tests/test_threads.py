@@ -242,7 +242,7 @@ def test_task_split_keeps_workers_busy():
     from smallgemm.parallel import TASKS_PER_WORKER, task_split
 
     for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (2048, 512, 2), (100, 64, 8), (1, 4096, 4),
-                             (14, 32, 3), (3000, 100, 3), (1024, 64, 2), (4096, 64, 3)]:
+                             (14, 32, 3), (3000, 100, 3), (1024, 64, 2), (4096, 64, 3), (768, 256, 2), (400, 400, 2)]:
         row_blocks, groups, per_group = task_split(m, cols, 196, 14, 32, workers)
         row_panels, panels = -(-m // 14), -(-cols // 32)
         # Blocks of whole panels, as even as possible, none above MC = 196 rows.
@@ -251,7 +251,8 @@ def test_task_split_keeps_workers_busy():
         assert row_blocks % workers == 0 or row_blocks == row_panels
         assert (groups - 1) * per_group < panels <= groups * per_group
         assert row_blocks * groups >= min(TASKS_PER_WORKER * workers, row_blocks * panels)
-        if panels < TASKS_PER_WORKER * workers <= row_panels:  # a narrow B: rows split, never its columns
+        if (panels < TASKS_PER_WORKER * workers or cols <= m) and TASKS_PER_WORKER * workers <= row_panels:
+            # a narrow B, or one no wider than A is tall: rows split, never its columns
             assert groups == 1 and row_blocks >= TASKS_PER_WORKER * workers
 
 
