@@ -6,7 +6,9 @@ The shapes of the ninth session's survey (docs/performance.md): squares from 32^
 to 256^3, a linear layer's folded batch, tall products on a narrow B, stacks of
 32x32 products; and the twelfth session's sizes that are not multiples of the
 tiles (edges) and an MLP layer (batch 64, 784 inputs, 100 units); the thirteenth
-session's narrow products (2-8 columns, computed turned over).  Each row times smallgemm and NumPy interleaved in this one
+session's narrow products (2-8 columns, computed turned over); the twenty-first session's
+one row block times a wide B (64x2048x2048) and a B no wider than A is tall (768x256x256).
+Each row times smallgemm and NumPy interleaved in this one
 process (``targets.compare``), without the OpenBLAS forcing variables.
 """
 
@@ -27,7 +29,8 @@ def cases(dtype):
     yield f"{name} [1024,64] @ [64,64]", rand(1024, 64, dtype=dtype), rand(64, 64, dtype=dtype)
     yield f"{name} 32x32x128", rand(32, 128, dtype=dtype), rand(128, 32, dtype=dtype)
     yield f"{name} stack 100x32x32", rand(100, 32, 32, dtype=dtype), rand(100, 32, 32, dtype=dtype)
-    for m, n, k in ((50, 50, 50), (60, 70, 80), (100, 100, 100), (200, 200, 200), (64, 100, 784)):
+    for m, n, k in ((50, 50, 50), (60, 70, 80), (100, 100, 100), (200, 200, 200), (64, 100, 784),
+                    (64, 2048, 2048), (768, 256, 256)):
         yield f"{name} {m}x{n}x{k}", rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)
     for m, n, k in ((64, 4, 256), (1000, 4, 64), (512, 4, 512), (2000, 8, 128), (20000, 2, 64)):
         yield f"{name} narrow {m}x{n}x{k}", rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)
