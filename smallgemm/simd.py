@@ -427,9 +427,8 @@ def _copy_args(shape, src, dst):
     return _tile_args(shape, src)
 
 
-@intrinsic
-def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
-    """Copy one vector of the shape's width (unaligned) from src+src_off to dst+dst_off."""
+def _copy_one_vector(shape, src, src_off, dst, dst_off, streaming):
+    """Typing and codegen of the one-vector copies (``copy_vector``, ``copy_vector_streaming``)."""
     found = _copy_args(shape, src, dst)
     if found is None:
         return None
@@ -439,10 +438,18 @@ def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
         _, sp, so, dp, do = args
         vec = _vector_type(s, dtype)
         value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
-        builder.store(value, _vector_ptr(builder, dp, do, vec), align=1)
+        store = builder.store(value, _vector_ptr(builder, dp, do, vec), align=s.bits // 8 if streaming else 1)
+        if streaming:
+            store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, dst, dst_off), codegen
+
+
+@intrinsic
+def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
+    """Copy one vector of the shape's width (unaligned) from src+src_off to dst+dst_off."""
+    return _copy_one_vector(shape, src, src_off, dst, dst_off, streaming=False)
 
 
 @intrinsic
@@ -451,20 +458,7 @@ def copy_vector_streaming(typingctx, shape, src, src_off, dst, dst_off):
     without first being read for ownership, and copies in other cores' caches are
     dropped.  ``dst + dst_off`` must be aligned to the vector; ``store_fence``
     before other threads read it."""
-    found = _copy_args(shape, src, dst)
-    if found is None:
-        return None
-    s, dtype = found
-
-    def codegen(context, builder, signature, args):
-        _, sp, so, dp, do = args
-        vec = _vector_type(s, dtype)
-        value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
-        store = builder.store(value, _vector_ptr(builder, dp, do, vec), align=s.bits // 8)
-        store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-        return context.get_dummy_value()
-
-    return types.void(shape, src, src_off, dst, dst_off), codegen
+    return _copy_one_vector(shape, src, src_off, dst, dst_off, streaming=True)
 
 
 @intrinsic
