@@ -163,7 +163,7 @@ def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf, streami
 @njit(cache=True)
 def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel, streaming):
     """Pack ``count`` full NR-column panels of B rows that are contiguous, together, row
-    by row, the first at ``panel`` in ``buf`` (64-byte aligned).
+    by row, the first at ``panel`` in ``buf``.
 
     Each row of B is read as one run of ``count * NR`` elements, which the
     hardware prefetchers follow; a panel at a time reads one NR-element piece
@@ -175,7 +175,8 @@ def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel, streaming):
     stores), for a buffer whose lines other cores have read: a plain store
     must first take each line back from them (packing a 1024^3 float32 slice
     on two threads took 300 us into such a buffer, 85 into one no other core
-    had read; streamed, 140).
+    had read; streamed, 140).  ``buf`` must then be aligned to the vector
+    (the workspace's buffers are aligned to 64 bytes).
     """
     nr = tile_cols(shape, b)
     lanes = tile_lanes(shape, b)
