@@ -53,8 +53,12 @@ def format_line(name: str, shape: tuple[int, int, int], timing: Timing, flops: f
 # a call (OpenBLAS ~0.1 s) and steal the cores from the next library's call:
 # strict alternation measured runs up to 2x slower.  With threads, libraries
 # therefore alternate in blocks: a pause for the other's workers to fall asleep,
-# one untimed run to wake this one's, then the timed runs.
+# untimed runs for WARM_SECONDS (at least one) to wake this one's workers and
+# the cores, then the timed runs.  One untimed run left calls of tens of
+# microseconds timed cold, right after the pause: float64 96^3 70.8 us there,
+# 51.4 warm (NumPy 37.8 -> 54.8; Zen 3 host, twenty-first session).
 SETTLE_SECONDS = 0.15
+WARM_SECONDS = 0.02
 BLOCKS = 3
 
 
@@ -62,7 +66,7 @@ def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle
     """Time each call ``repeats`` times, alternating between them after one warm-up each.
 
     With ``settle`` > 0 the calls alternate in BLOCKS blocks, each preceded by a
-    pause of ``settle`` seconds and an untimed run (see SETTLE_SECONDS).
+    pause of ``settle`` seconds and WARM_SECONDS of untimed runs (see SETTLE_SECONDS).
     """
     for call in calls:
         call()
@@ -78,7 +82,10 @@ def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle
     for _ in range(BLOCKS):
         for call, timing in zip(calls, timings):
             time.sleep(settle)
+            warm_until = time.perf_counter() + WARM_SECONDS
             call()
+            while time.perf_counter() < warm_until:
+                call()
             for _ in range(per_block):
                 start = time.perf_counter()
                 call()
