@@ -117,6 +117,11 @@ UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
 # 200^3 1.09, 256^3 1.26, 64x2000x64 1.21, 2000x64x64 1.04; float64 128^3 1.17,
 # 160^3 1.27, 200^3 1.09, 256^3 1.49 (the blocked driver at 0.92-1.05x NumPy).
 UNPACKED_ONE_THREAD_KERNELS = frozenset({"avx512"})
+# The kernels on which ``x @ W.T`` with as many rows as one strip of the narrow or the
+# main tile is turned over (``_turns_few_rows``): measured on the Zen 3 host.  Not yet
+# the AVX-512 one, whose transposing stream led NumPy 1.95-3.05x at m = 4-16 on the
+# Zen 4 host (docs/performance.md): unmeasured turned over.
+TURNED_FEW_ROWS_KERNELS = frozenset({"avx2", "portable"})
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
 # 14 rows of A a direct tile reads at once then evict each other (float32
 # 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21; float64 128x128x512
@@ -290,9 +295,9 @@ class _Prepared:
     rebuilt (``_bump_version``)."""
 
     __slots__ = (
-        "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "sizes", "workspace", "blocked", "unpacked", "small",
-        "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows", "one_thread_volume",
-        "version", "kernel", "dtype", "depth_sizes",
+        "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "turned_rows", "sizes", "workspace", "blocked",
+        "unpacked", "small", "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows",
+        "one_thread_volume", "version", "kernel", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -302,6 +307,10 @@ class _Prepared:
         # The arguments every entry with the unpacked tiles begins with, in order.
         self.tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, self.lane_sums, kernel.resident)
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
+        # The few rows (m) of ``x @ W.T`` turned over on this kernel (``_turns_few_rows``).
+        self.turned_rows = (
+            (self.narrow_cols, kernel.nr(dtype)) if kernel.name in TURNED_FEW_ROWS_KERNELS else ()
+        )
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", _BLOCKED)
@@ -412,6 +421,33 @@ def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     )
 
 
+def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
+    """Whether a few-rows product with B's columns contiguous (``x @ W.T``, W stored
+    [N, K]) is computed turned over: C^T = W x^T, x^T copied to contiguous rows.
+
+    The few-rows stream packs W a strip at a time with in-register transposes.
+    Turned over, W's contiguous rows are the A of the unpacked driver, read in
+    place, and x^T is a B as wide as one strip of the narrow tile or of the main
+    tile, where m is in ``turned_rows`` (those two widths, on the kernels of
+    TURNED_FEW_ROWS_KERNELS): no transpose and no padding lane, one broadcast
+    element of W per row of the tile and step.  Other m leave lanes of the strip
+    empty and lose (float32 m = 4 and 12 on the AVX2 kernel, below); W must have
+    more than FEW_ROWS_MAX rows.  Each element is the same chain of FMAs either
+    way: the same bits.
+    Zen 3 host (AVX2: strips of 8 and 16 float32, 4 and 8 float64), one thread,
+    W [2048,512], µs, stream / turned over: float32 m = 8 354 / 252, m = 16 560 / 459
+    (but m = 4 256 / 296, m = 12 458 / 740, m = 32 837 / 893); float64 m = 4 494 /
+    343, m = 8 683 / 419 (m = 16, two strips, 1004 / 804); two threads float32 m = 8
+    249 / 172, m = 16 417 / 289 (m = 32 488 / 538); W [512,512] float32 m = 8 95 / 72,
+    m = 16 144 / 100; W [64,64] m = 8 7 / 5.  The portable kernel (strips of 4 and
+    8 float32, 2 and 4 float64), W [2048,512]: float32 m = 4 456 / 369, m = 8 784 /
+    379; float64 m = 2 578 / 414, m = 4 903 / 463.
+    """
+    m, n = a.shape[0], b.shape[1]
+    size = b.itemsize
+    return m in turned_rows and m <= FEW_ROWS_MAX < n and b.strides[0] == size and b.strides[1] != size
+
+
 def _oriented(a, b, c, narrow_cols):
     """(a, b, c, swapped): the problem turned the way the kernels read it best.
 
@@ -510,9 +546,14 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     ws = prep.workspace
     workers = threads.get_num_threads()
     one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
-    unpacked = _use_unpacked(
-        m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if one_thread else 0
-    )
+    if not swapped and _turns_few_rows(a, b, prep.turned_rows):
+        # m and n stay as given: the threads are worth it as for the few-rows stream of W.
+        a, b, c = b.T, np.ascontiguousarray(a.T), c.T
+        unpacked = True
+    else:
+        unpacked = _use_unpacked(
+            m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if one_thread else 0
+        )
     parallel = workers > 1 and worth_threads(m, n, k, unpacked, dtype)
     if unpacked:
         if parallel and _in_parallel(run_unpacked_parallel, prep, kernel, dtype, alpha, beta, a, b, c, workers):

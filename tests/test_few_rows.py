@@ -502,6 +502,54 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
     assert_close(stacked[0], 1.0, x[::-1].T, g[::-1])
 
 
+@pytest.mark.parametrize("everywhere", [False, True], ids=["default kernels", "every kernel"])
+def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, dtype, always_parallel, limits,
+                                                                       everywhere):
+    """``x @ W.T`` (W stored [N, K]) with as many rows as the narrow or the main tile has
+    columns is computed turned over, W x^T, on the kernels of TURNED_FEW_ROWS_KERNELS (or on
+    every kernel, to run the path on each): right against the reference (alpha, beta, every
+    layout of x and of C), and the bits of the blocked driver, of each row alone, of the rows
+    inside a large product and of every thread count; the operands are left as they were."""
+    if everywhere:
+        limits(TURNED_FEW_ROWS_KERNELS=frozenset({"avx512", "avx2", "portable"}))
+    narrow, wide = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
+    turned = sorted({narrow, wide}) if everywhere or kernel.name in plan.TURNED_FEW_ROWS_KERNELS else []
+    not_turned = sorted({narrow - 1, narrow + 1, wide + 1} - {narrow, wide})
+    turned_rows = plan.current_prepared(dtype).turned_rows
+    rng = np.random.default_rng(21)
+    # Two KC blocks; W past FEW_ROWS_MAX rows, with edge columns for every tile.
+    k, n = plan.block_sizes(kernel, dtype).kc + 17, plan.FEW_ROWS_MAX + 2 * wide + 5
+    w = random_matrix(rng, (n, k), dtype)
+    w_copy = w.copy()
+    for m in turned + not_turned:
+        x = random_matrix(rng, (m, k), dtype)
+        assert plan._turns_few_rows(x, w.T, turned_rows) == (m in turned)
+        with smallgemm.num_threads(1):
+            got = smallgemm.matmul(x, w.T)
+        assert_close(got, 1.0, x, w.T)
+        np.testing.assert_array_equal(blocked_product(x, w.T), got, err_msg=f"m {m} blocked")
+        for i in (0, m - 1):
+            np.testing.assert_array_equal(smallgemm.matmul(x[i], w.T), got[i], err_msg=f"m {m} row {i} alone")
+        inside = smallgemm.matmul(np.vstack([random_matrix(rng, (300, k), dtype), x]), w.T)
+        np.testing.assert_array_equal(inside[300:], got, err_msg=f"m {m} inside a large product")
+        for threads in (2, 3, 4, 8):
+            with smallgemm.num_threads(threads):
+                np.testing.assert_array_equal(smallgemm.matmul(x, w.T), got, err_msg=f"m {m}, {threads} threads")
+        for name, x_laid in (("F", np.asfortranarray(x)), ("reversed", x[::-1]),
+                             ("strided", np.repeat(x, 2, axis=1)[:, ::2])):
+            expected = got[::-1] if name == "reversed" else got
+            np.testing.assert_array_equal(smallgemm.matmul(x_laid, w.T), expected, err_msg=f"m {m} x {name}")
+        for name, c in (("C", random_matrix(rng, (m, n), dtype)), ("F", random_matrix(rng, (m, n), dtype, "F")),
+                        ("strided", random_matrix(rng, (m, 2 * n), dtype)[:, ::2])):
+            c_before = c.copy()
+            out = smallgemm.gemm(0.5, x, w, beta=-2.0, c=c, trans_b=True)
+            assert_close(out, 0.5, x, w.T, -2.0, c_before)
+            np.testing.assert_array_equal(c, c_before)  # a new array: C is not overwritten
+            into = smallgemm.gemm(0.5, x, w, beta=-2.0, c=c, trans_b=True, overwrite_c=True)
+            np.testing.assert_array_equal(into, out, err_msg=f"m {m} C {name} overwritten")
+        np.testing.assert_array_equal(w, w_copy)
+
+
 @pytest.mark.parametrize("n", [7, 40, 300])
 def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, n):
     rng = np.random.default_rng(2)
