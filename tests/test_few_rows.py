@@ -539,6 +539,10 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, 
                              ("strided", np.repeat(x, 2, axis=1)[:, ::2])):
             expected = got[::-1] if name == "reversed" else got
             np.testing.assert_array_equal(smallgemm.matmul(x_laid, w.T), expected, err_msg=f"m {m} x {name}")
+        w_in_wider = random_matrix(rng, (n, k + 5), dtype)[:, 2 : k + 2]  # W's rows further apart
+        w_in_wider[...] = w
+        np.testing.assert_array_equal(smallgemm.matmul(x, w_in_wider.T), got, err_msg=f"m {m} W in a wider array")
+        np.testing.assert_array_equal(smallgemm.matmul(x, w[::-1].T), got[:, ::-1], err_msg=f"m {m} W reversed")
         for name, c in (("C", random_matrix(rng, (m, n), dtype)), ("F", random_matrix(rng, (m, n), dtype, "F")),
                         ("strided", random_matrix(rng, (m, 2 * n), dtype)[:, ::2])):
             c_before = c.copy()
