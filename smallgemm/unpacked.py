@@ -423,6 +423,18 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
 STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
+# A single row tile (m <= MR) streaming a B whose rows span this many bytes or more
+# (from memory rather than the L3) takes at most STREAM_FROM_MEMORY_ROWS rows of B a
+# group: the lines it requests two strips ahead are then still there when it reads
+# them.  Zen 3 host (AVX2, 128-row groups otherwise), one thread, float32, paired
+# runs, ms, 128 / 32 rows: [4,4096] @ [4096,4096] (64 MiB) 5.15 / 4.26, [2,4096] 5.13
+# / 4.28, [4,1024] @ [1024,16384] 8.39 / 4.60, [4,2048] @ [2048,4096] (32 MiB) 2.04 /
+# 1.91; float64 [4,4096] @ [4096,2048] 4.61 / 4.35, [2,2048] @ [2048,4096] 5.34 /
+# 4.37; two threads (targets.py's protocol) float32 [4,4096] @ [4096,4096] 2.15 /
+# 1.99, [4,1024] @ [1024,16384] 2.99 / 1.93.  But B in the L3: 16 MiB 0.80 / 0.85,
+# 4 MiB 0.20 / 0.21; and several row tiles ([8,4096] @ [4096,4096]) 6.00 / 6.78.
+STREAM_FROM_MEMORY_MIN_BYTES = 32 << 20
+STREAM_FROM_MEMORY_ROWS = 32
 # The row stream starts its strips on cache lines (``stream_tiles``) only where B's
 # rows lie at least this many bytes apart: rows that close share no L1 sets, lines
 # split between two strips cost little, and the lead columns' strip of their own
@@ -579,6 +591,8 @@ def stream_strips(
     sweep = max(mr, STREAM_ROWS // mr * mr)
     size = 64 // line_elements(tile, b)
     group = strip_rows(STREAM_STRIP_BYTES if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
+    if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
+        group = min(group, STREAM_FROM_MEMORY_ROWS)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr

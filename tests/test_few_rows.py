@@ -736,6 +736,31 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
         plan.set_block_sizes(kernel, dtype, None)
 
 
+@pytest.mark.parametrize("taller", [False, True], ids=["one row tile", "two row tiles"])
+def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, dtype, taller):
+    """Few rows times a row-major B whose rows span STREAM_FROM_MEMORY_MIN_BYTES: one row
+    tile takes its B rows STREAM_FROM_MEMORY_ROWS at a time (two row tiles keep the long
+    groups); right against the reference, and the bits of the blocked driver, of each row
+    alone and of every thread count."""
+    rng = np.random.default_rng(5)
+    size = dtype.itemsize
+    m = kernel.few.rows + (1 if taller else 0)
+    k = 2 * plan.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
+    n = unpacked.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
+    x = random_matrix(rng, (m, k), dtype)
+    w = random_matrix(rng, (k, n), dtype)
+    assert k * n * size >= unpacked.STREAM_FROM_MEMORY_MIN_BYTES
+    with smallgemm.num_threads(1):
+        got = smallgemm.matmul(x, w)
+    assert_close(got, 1.0, x, w)
+    np.testing.assert_array_equal(blocked_product(x, w), got)
+    for i in (0, m - 1):
+        np.testing.assert_array_equal(smallgemm.matmul(x[i], w), got[i], err_msg=f"row {i} alone")
+    for threads in (2, 3):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(x, w), got, err_msg=f"{threads} threads")
+
+
 @pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
 @pytest.mark.parametrize("m", [1, 2, 4])
 def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtype, m, transposed, monkeypatch):
