@@ -307,10 +307,7 @@ class _Prepared:
         # The arguments every entry with the unpacked tiles begins with, in order.
         self.tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, self.lane_sums, kernel.resident)
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
-        # The few rows (m) of ``x @ W.T`` turned over on this kernel (``_turns_few_rows``).
-        self.turned_rows = (
-            (self.narrow_cols, kernel.nr(dtype)) if kernel.name in TURNED_FEW_ROWS_KERNELS else ()
-        )
+        self.turned_rows = turned_few_rows(kernel, dtype)
         self.sizes = block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", _BLOCKED)
@@ -421,24 +418,41 @@ def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     )
 
 
+def turned_few_rows(kernel: Kernel, dtype: np.dtype) -> tuple[int, ...]:
+    """The few rows (m) of ``x @ W.T`` computed turned over on ``kernel`` (``_turns_few_rows``).
+
+    Float32: as many as one strip of the narrow or the main tile holds; other m leave
+    lanes of the strip empty and lose to the transposing stream.  Float64: any m from 2
+    to two main strips, whose stream is the slower one.  Zen 3 host, one thread, W
+    [2048,512], µs, stream / turned over: AVX2 float64 m = 2 500 / 346, 3 509 / 358, 6
+    711 / 566, 10 931 / 817, 12 955 / 839, 16 1137 / 1000, 24 1566 / 1291 but m = 32 1948 /
+    2121 and two threads m = 24 214 / 219 for W [512,512]; portable float64 m = 3 925 /
+    548, 6 1262 / 854, 12 (three of its strips) 2302 / 1434.
+    """
+    if kernel.name not in TURNED_FEW_ROWS_KERNELS:
+        return ()
+    narrow, main = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
+    if dtype.itemsize == 8:
+        return tuple(range(2, 2 * main + 1))
+    return (narrow, main)
+
+
 def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
     """Whether a few-rows product with B's columns contiguous (``x @ W.T``, W stored
     [N, K]) is computed turned over: C^T = W x^T, x^T copied to contiguous rows.
 
     The few-rows stream packs W a strip at a time with in-register transposes.
     Turned over, W's contiguous rows are the A of the unpacked driver, read in
-    place, and x^T is a B as wide as one strip of the narrow tile or of the main
-    tile, where m is in ``turned_rows`` (those two widths, on the kernels of
-    TURNED_FEW_ROWS_KERNELS): no transpose and no padding lane, one broadcast
-    element of W per row of the tile and step.  Other m leave lanes of the strip
-    empty and lose (float32 m = 4 and 12 on the AVX2 kernel, below); W must have
-    more than FEW_ROWS_MAX rows.  Each element is the same chain of FMAs either
-    way: the same bits.
+    place, and x^T is a B a tile strip or two wide, where m is in ``turned_rows``
+    (``turned_few_rows``): no transpose, one broadcast element of W per row of the
+    tile and step.  Float32 m that leave lanes of a strip empty lose (m = 4 and 12
+    on the AVX2 kernel, below); W must have more than FEW_ROWS_MAX rows.  Each
+    element is the same chain of FMAs either way: the same bits.
     Zen 3 host (AVX2: strips of 8 and 16 float32, 4 and 8 float64), one thread,
     W [2048,512], µs, stream / turned over: float32 m = 8 354 / 252, m = 16 560 / 459
     (but m = 4 256 / 296, m = 12 458 / 740, m = 32 837 / 893); float64 m = 4 494 /
-    343, m = 8 683 / 419 (m = 16, two strips, 1004 / 804); two threads float32 m = 8
-    249 / 172, m = 16 417 / 289 (m = 32 488 / 538); W [512,512] float32 m = 8 95 / 72,
+    343, m = 8 683 / 419 (other float64 m: ``turned_few_rows``); two threads float32 m =
+    8 249 / 172, m = 16 417 / 289 (m = 32 488 / 538); W [512,512] float32 m = 8 95 / 72,
     m = 16 144 / 100; W [64,64] m = 8 7 / 5.  The portable kernel (strips of 4 and
     8 float32, 2 and 4 float64), W [2048,512]: float32 m = 4 456 / 369, m = 8 784 /
     379; float64 m = 2 578 / 414, m = 4 903 / 463.

@@ -506,16 +506,22 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
 def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, dtype, always_parallel, limits,
                                                                        everywhere):
     """``x @ W.T`` (W stored [N, K]) with as many rows as the narrow or the main tile has
-    columns is computed turned over, W x^T, on the kernels of TURNED_FEW_ROWS_KERNELS (or on
-    every kernel, to run the path on each): right against the reference (alpha, beta, every
+    columns (float64: 2 to two main strips) is computed turned over, W x^T, on the kernels of
+    TURNED_FEW_ROWS_KERNELS (or on every kernel, to run the path on each): right against the reference (alpha, beta, every
     layout of x and of C), and the bits of the blocked driver, of each row alone, of the rows
     inside a large product and of every thread count; the operands are left as they were."""
     if everywhere:
         limits(TURNED_FEW_ROWS_KERNELS=frozenset({"avx512", "avx2", "portable"}))
     narrow, wide = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
-    turned = sorted({narrow, wide}) if everywhere or kernel.name in plan.TURNED_FEW_ROWS_KERNELS else []
-    not_turned = sorted({narrow - 1, narrow + 1, wide + 1} - {narrow, wide})
     turned_rows = plan.current_prepared(dtype).turned_rows
+    if dtype.itemsize == 8:  # from 2 rows to two main strips
+        expected = tuple(range(2, 2 * wide + 1))
+    else:  # one strip of either tile
+        expected = (narrow, wide)
+    assert turned_rows == (expected if everywhere or kernel.name in plan.TURNED_FEW_ROWS_KERNELS else ())
+    # Each end of the turned counts and the strip widths among them; counts on either side.
+    turned = sorted({min(turned_rows, default=0), narrow, wide, max(turned_rows, default=0)} & set(turned_rows))
+    not_turned = sorted({2, narrow - 1, narrow + 1, wide + 1, max(turned_rows, default=0) + 1} - set(turned_rows))
     rng = np.random.default_rng(21)
     # Two KC blocks; W past FEW_ROWS_MAX rows, with edge columns for every tile.
     k, n = plan.block_sizes(kernel, dtype).kc + 17, plan.FEW_ROWS_MAX + 2 * wide + 5
