@@ -117,8 +117,8 @@ UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
 # 200^3 1.09, 256^3 1.26, 64x2000x64 1.21, 2000x64x64 1.04; float64 128^3 1.17,
 # 160^3 1.27, 200^3 1.09, 256^3 1.49 (the blocked driver at 0.92-1.05x NumPy).
 UNPACKED_ONE_THREAD_KERNELS = frozenset({"avx512"})
-# The kernels on which ``x @ W.T`` with as many rows as one strip of the narrow or the
-# main tile is turned over (``_turns_few_rows``): measured on the Zen 3 host.  Not yet
+# The kernels on which ``x @ W.T`` with few rows is turned over (``turned_few_rows``,
+# ``_turns_few_rows``): measured on the Zen 3 host.  Not yet
 # the AVX-512 one, whose transposing stream led NumPy 1.95-3.05x at m = 4-16 on the
 # Zen 4 host (docs/performance.md): unmeasured turned over.
 TURNED_FEW_ROWS_KERNELS = frozenset({"avx2", "portable"})
