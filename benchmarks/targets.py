@@ -200,6 +200,8 @@ def few_rows(header):
     w = rand(512, 2048)
     w_t = np.ascontiguousarray(w.T)  # [N, K]: a linear layer's usual layout
     packed_t = smallgemm.pack(w_t, trans=True)
+    w64_t = w_t.astype(np.float64)
+    from_memory = rand(4096, 4096)  # 64 MiB: streamed from memory by few rows
     v, big = rand(1, 4096), rand(4096, 4096)
     # A matrix (rows contiguous) times a 1-D vector: row dots.
     matrix_vector = (("W [2048,512]", w_t, rand(512)), ("W [512,512], in the L2", rand(512, 512), rand(512)),
@@ -214,6 +216,12 @@ def few_rows(header):
                     lambda: np.matmul(x, w_t.T), threads, target)
             compare(f"[{m},512] @ pack(W, trans=True)", lambda: smallgemm.matmul(x, packed_t),
                     lambda: np.matmul(x, w_t.T), threads, "")
+            x64 = x.astype(np.float64)
+            compare(f"[{m},512] @ W.T float64", lambda: smallgemm.matmul(x64, w64_t.T),
+                    lambda: np.matmul(x64, w64_t.T), threads, "")
+        x = rand(4, 4096)
+        compare("[4,4096] @ [4096,4096] float32, B from memory", lambda: smallgemm.matmul(x, from_memory),
+                lambda: np.matmul(x, from_memory), threads, "")
         for name, mat, vec in matrix_vector:
             compare(f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, "")
 
