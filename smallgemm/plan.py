@@ -559,12 +559,12 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         m, n = n, m
     ws = prep.workspace
     workers = threads.get_num_threads()
-    one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
     if not swapped and _turns_few_rows(a, b, prep.turned_rows):
         # m and n stay as given: the threads are worth it as for the few-rows stream of W.
         a, b, c = b.T, np.ascontiguousarray(a.T), c.T
         unpacked = True
     else:
+        one_thread = workers == 1 or not worth_threads(m, n, k, True, dtype)
         unpacked = _use_unpacked(
             m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if one_thread else 0
         )
