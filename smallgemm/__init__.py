@@ -9,6 +9,10 @@ __version__ = "0.1.0"
 
 import os as _os
 
+from . import threading_layer as _threading_layer
+
+_threading_layer.load_tbb()  # before Numba chooses its layer: TBB is fork-safe, GNU OpenMP is not
+
 from . import compile_cache as _compile_cache
 
 _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function is defined

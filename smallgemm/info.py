@@ -8,15 +8,7 @@ import llvmlite
 import numba
 import numpy as np
 
-from . import __version__, compile_cache, cpu, dispatch, plan, threads
-
-
-def threading_layer() -> str:
-    """The Numba threading layer in use, or the configured one if none has started yet."""
-    try:
-        return numba.threading_layer()
-    except ValueError:  # no parallel region has run in this process yet
-        return f"{numba.config.THREADING_LAYER} (not started)"
+from . import __version__, compile_cache, cpu, dispatch, plan, threading_layer, threads
 
 
 def info() -> dict:
@@ -37,8 +29,9 @@ def info() -> dict:
         },
         "threads": {
             "num_threads": threads.get_num_threads(),
+            "workers": threads.workers(),
             "numba_pool": threads.pool_size(),
-            "threading_layer": threading_layer(),
+            "threading_layer": threading_layer.describe(),
         },
         "versions": {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": np.__version__},
         "compile_cache": compile_cache.describe(os.path.dirname(__file__)),
@@ -62,7 +55,10 @@ def format_info(data: dict) -> str:
     for dt, sizes in data["block_sizes"].items():
         lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")
     t = data["threads"]
-    lines.append(f"threads        {t['num_threads']} (Numba pool {t['numba_pool']}, layer {t['threading_layer']})")
+    used = "" if t["workers"] == t["num_threads"] else f", {t['workers']} used here"
+    lines.append(
+        f"threads        {t['num_threads']}{used} (Numba pool {t['numba_pool']}, layer {t['threading_layer']})"
+    )
     v = data["versions"]
     lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
     cache = data["compile_cache"]

@@ -558,7 +558,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     if swapped:
         m, n = n, m
     ws = prep.workspace
-    workers = threads.get_num_threads()
+    workers = threads.workers()
     if not swapped and _turns_few_rows(a, b, prep.turned_rows):
         # m and n stay as given: the threads are worth it as for the few-rows stream of W.
         a, b, c = b.T, np.ascontiguousarray(a.T), c.T
@@ -634,7 +634,7 @@ def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b,
     m, k = a.shape
     n = b.shape[1]
     ws = prep.workspace
-    workers = threads.get_num_threads()
+    workers = threads.workers()
     unpacked = _use_unpacked(
         m, n, k, a, b, prep.narrow_cols, prep.sizes.kc, prep.one_thread_volume if workers == 1 else 0
     )
@@ -737,7 +737,7 @@ def run_small_stack(
     overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
     unpacked one, any stack: see ``_FirstSmall``).  ``dtype``: theirs."""
     prep = current_prepared(dtype)
-    return prep.small_stack(threads.get_num_threads(), a, b, c, offsets_a, offsets_b, offsets_c)
+    return prep.small_stack(threads.workers(), a, b, c, offsets_a, offsets_b, offsets_c)
 
 
 def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:
@@ -768,7 +768,7 @@ def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarra
     ws, sizes = prep.workspace, prep.sizes
     # Few rows: the main tile would mostly compute copies of the last row.
     few = m < kernel.mr()
-    workers = threads.get_num_threads()
+    workers = threads.workers()
     # The thresholds of unpacked and blocked products: few rows stream B, more rows multiply.
     parallel = workers > 1 and (k * n >= PARALLEL_MIN_STREAM if few else m * n * k >= parallel_min_volume(dtype))
     if parallel and _in_parallel(run_prepacked_parallel, prep, kernel, dtype, alpha, a, packed, beta, c, workers, few):

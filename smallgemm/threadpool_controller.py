@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from threadpoolctl import LibController, register
 
-from . import __version__, threads
+from . import __version__, threading_layer, threads
 
 
 class SmallgemmController(LibController):
@@ -32,9 +32,7 @@ class SmallgemmController(LibController):
         return __version__
 
     def set_additional_attributes(self) -> None:
-        import numba
-
-        self.threading_layer = numba.config.THREADING_LAYER
+        self.threading_layer = threading_layer.describe()
 
 
 register(SmallgemmController)

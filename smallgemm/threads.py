@@ -4,9 +4,15 @@ Set by ``SMALLGEMM_NUM_THREADS``, :func:`set_num_threads`, the
 :func:`num_threads` context manager or ``threadpoolctl.threadpool_limits``; the
 default is the number of threads Numba's pool has (the cores it sees), except
 in the worker processes of a process pool, where it is 1: a pool already puts
-one process on each core, and each using every core would oversubscribe them.  A
+one process on each core, and each using every core would oversubscribe them.
+The default is decided at each call, not at import: a spawned worker imports
+its main module, and with it smallgemm, before it knows it is a worker.  A
+setting made in a parent is inherited by the children it forks.  A
 value above Numba's pool size is allowed: the work is then cut for that many
 workers, which Numba's threads run in turn (results do not depend on it).
+Where the threading layer cannot run (a child forked after GNU OpenMP started
+in its parent: see ``threading_layer``), products run on one thread whatever
+the setting.
 """
 
 from __future__ import annotations
@@ -19,18 +25,15 @@ from collections.abc import Iterator
 
 import numba
 
-from . import settings
+from . import settings, threading_layer
 
 _lock = threading.Lock()
+# The setting, or None for the default (SMALLGEMM_NUM_THREADS, else _default).
+_num_threads: int | None = settings.NUM_THREADS
+
+
 def _default() -> int:
-    if settings.NUM_THREADS is not None:
-        return settings.NUM_THREADS
-    if multiprocessing.parent_process() is not None:
-        return 1
-    return numba.config.NUMBA_NUM_THREADS
-
-
-_num_threads: int = _default()
+    return 1 if multiprocessing.parent_process() is not None else numba.config.NUMBA_NUM_THREADS
 
 
 def _checked(n) -> int:
@@ -51,7 +54,13 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int:
     """The number of threads a product may use."""
-    return _num_threads
+    n = _num_threads
+    return _default() if n is None else n
+
+
+def workers() -> int:
+    """The threads the next product will use: the setting, or 1 where the threading layer cannot run."""
+    return get_num_threads() if threading_layer.threads_usable() else 1
 
 
 @contextlib.contextmanager
