@@ -59,6 +59,21 @@ def tiny_blocks(kernel, dtype):
     plan.set_block_sizes(kernel, dtype, None)
 
 
+@contextlib.contextmanager
+def pinned_blocks(kernel):
+    """Block sizes fixed for both dtypes inside a with block: KC = 64 (products of a larger
+    k cross KC blocks), MC and NC four tiles.  The default KC follows the host's caches,
+    and KC decides the bits."""
+    try:
+        for dtype in DTYPES:
+            plan.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(
+                mc=4 * kernel.mr(), nc=4 * kernel.nr(np.dtype(dtype)), kc=64))
+        yield
+    finally:
+        for dtype in DTYPES:
+            plan.set_block_sizes(kernel, np.dtype(dtype), None)
+
+
 def random_matrix(rng, shape, dtype, order="C"):
     data = rng.standard_normal(shape).astype(dtype)
     return np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
