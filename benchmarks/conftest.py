@@ -1,7 +1,7 @@
 """pytest-benchmark suite: smallgemm against NumPy, same process, same groups.
 
 Run it without the variables that force OpenBLAS onto its slow 256-bit kernel
-(DESIGN.md, "OpenBLAS comparisons"); the suite cannot undo them once NumPy is
+(README.md, "Benchmarks"; docs/performance.md); the suite cannot undo them once NumPy is
 loaded, so it only warns when they are set::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pytest benchmarks/ --benchmark-only \\

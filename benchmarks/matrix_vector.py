@@ -2,10 +2,10 @@
 
     python benchmarks/matrix_vector.py > matrix_vector.md
 
-For the fourteenth session's changes (docs/performance.md): ``W @ x`` (row dots) and
+Aligned row reads and batch invariance (docs/performance.md): ``W @ x`` (row dots) and
 one row times a row-major B (the single-row stream), with W as NumPy allocates it
 (16 or 32 bytes into a cache line) and copied to the start of a line — the two should
-now take the same time — and ``W @ x`` with batch invariance given up (lane-wise sums:
+take the same time — and ``W @ x`` with batch invariance given up (lane-wise sums:
 what invariance costs).  Each row times smallgemm and NumPy interleaved in this one
 process (``targets.compare``), without the OpenBLAS forcing variables.
 """

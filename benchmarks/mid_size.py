@@ -2,12 +2,11 @@
 
     python benchmarks/mid_size.py > mid_size.md
 
-The shapes of the ninth session's survey (docs/performance.md): squares from 32^3
-to 256^3, a linear layer's folded batch, tall products on a narrow B, stacks of
-32x32 products; and the twelfth session's sizes that are not multiples of the
-tiles (edges) and an MLP layer (batch 64, 784 inputs, 100 units); the thirteenth
-session's narrow products (2-8 columns, computed turned over); the twenty-first session's
-one row block times a wide B (64x2048x2048) and a B no wider than A is tall (768x256x256).
+The mid-size shapes of docs/performance.md: squares from 32^3 to 256^3, a linear
+layer's folded batch, tall products on a narrow B, stacks of 32x32 products; sizes
+that are not multiples of the tiles (edges) and an MLP layer (batch 64, 784 inputs,
+100 units); narrow products (2-8 columns, computed turned over); one row block times
+a wide B (64x2048x2048) and a B no wider than A is tall (768x256x256).
 Each row times smallgemm and NumPy interleaved in this one
 process (``targets.compare``), without the OpenBLAS forcing variables.
 """

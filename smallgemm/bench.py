@@ -21,7 +21,7 @@ DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = tuple((s, s, 1024) for s in (
     (1024, 1024, 1024),
 )
 # Variables set on the project's machine that force OpenBLAS onto its 256-bit
-# kernel at half speed (DESIGN.md); a fair comparison runs without them.
+# kernel at half speed (README.md, "Benchmarks"); a fair comparison runs without them.
 OPENBLAS_FORCING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 TARGET_SECONDS = 0.4  # per library per shape
 
@@ -54,9 +54,8 @@ def format_line(name: str, shape: tuple[int, int, int], timing: Timing, flops: f
 # strict alternation measured runs up to 2x slower.  With threads, libraries
 # therefore alternate in blocks: a pause for the other's workers to fall asleep,
 # untimed runs for WARM_SECONDS (at least one) to wake this one's workers and
-# the cores, then the timed runs.  One untimed run left calls of tens of
-# microseconds timed cold, right after the pause: float64 96^3 70.8 us there,
-# 51.4 warm (NumPy 37.8 -> 54.8; Zen 3 host, twenty-first session).
+# the cores, then the timed runs.  One untimed run would leave calls of tens of
+# microseconds timed cold, right after the pause (float64 96^3: 70.8 us, 51.4 warm).
 SETTLE_SECONDS = 0.15
 WARM_SECONDS = 0.02
 BLOCKS = 3

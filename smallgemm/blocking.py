@@ -6,8 +6,8 @@ of B shares the L1 with the MR x KC panel of A, the MC x KC block of A fills
 what the L2 has left beside a B panel, and the KC x NC slice of B fills the L3.
 
 Measurement corrects KC (docs/design.md): the model assumes the L1 alone feeds
-the kernel, but on Zen 4/5 the L2 delivers B panels fast enough that a longer KC
-(fewer passes over C) wins.  MC and NC are then recomputed from the caches for
+the kernel, but the L2 can deliver B panels fast enough that a longer KC (fewer
+passes over C) wins.  MC and NC are then recomputed from the caches for
 that KC, so the corrected sizes still adapt to the host's caches.  Where a
 vendor's caches measured better with a smaller A block or B slice, MC and NC
 are capped too (VENDOR_CORRECTIONS).
@@ -29,8 +29,7 @@ NC_MAX = 4096
 # portable kernel is flat within 2 % over KC = 256..1024: it keeps the model's KC.
 MEASURED_KC = {
     ("avx512", "float32"): 1024,
-    # 512 on Zen 5 before the microkernel prefetched its panels; with the
-    # prefetch, 1024 measured 1.5-5 % faster on the Intel host (docs/design.md).
+    # With the microkernel's panel prefetch, 1024 measured 1.5-5 % faster than 512 (docs/design.md).
     ("avx512", "float64"): 1024,
     ("avx2", "float32"): 512,
     ("avx2", "float64"): 512,
@@ -48,15 +47,10 @@ class VendorCorrection:
     nc_max: int
 
 
-# Measured on an Intel host (L2 2 MiB 16-way, 2 cores), ratio to NumPy in the
-# same process.  With the measured KC the B panels do not fit the L1 and
-# stream through the L2 beside the A block: the model's MC (448, 87 % of the
-# L2) -> half the L2 (MC 266), one thread: float64 1024^3 0.85-0.89 -> 0.96,
-# 4096x4096x1024 0.78 -> 0.82-0.84; float32 1024^3 0.98 -> 1.00-1.03.  Then
-# NC 4096 -> 1024 (a 4 MiB B slice instead of 16), 4096x4096x1024, one / two
-# threads: float32 0.89-0.91 -> 0.97-0.98 / 0.92-0.94 -> 0.97-1.06, float64
-# 0.79-0.82 -> 0.84-0.85 / 0.83-0.86 -> 0.91-0.92; 4096x2048x512 within
-# noise.  Zen 5 (1 MiB L2) measured well with the model's MC and NC = 4096.
+# Intel (measured with a 2 MiB 16-way L2): with the measured KC the B panels do not fit
+# the L1 and stream through the L2 beside the A block, so A takes half the L2 (MC 266; the
+# model's 448 ran float64 1024^3 at 0.85-0.89x NumPy against 0.96x) and a B slice 4 MiB
+# (NC 1024, not 4096); docs/design.md.  A 1 MiB AMD L2 measured well with the model's MC and NC.
 VENDOR_CORRECTIONS = {"GenuineIntel": VendorCorrection(l2_share_for_a=0.5, nc_max=1024)}
 
 
@@ -157,10 +151,9 @@ def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = N
 # Rows of A that all threads share as one packed block (``parallel.one_row_block``:
 # A packed once, each worker packs the B panels it takes) are at most this many
 # L2s of packed A.  Beyond it each worker's B panels are better met by its own
-# MC-row blocks (the B slice then shared).  Intel host, two threads, float32
-# KC = 1024 (an L2 = 512 rows), one shared block against MC = 266 blocks, ms:
-# 512x2048x4096 (xT.g) 21.6-21.8 / 24.7-25.5, 768x2048x1024 7.95-8.02 /
-# 8.23-8.36, 1024^3 5.49-6.00 / 5.37-5.97, 2048x1024x1024 10.8 / 10.0.
+# MC-row blocks (the B slice then shared).  Two threads, float32, KC 1024 and a 2 MiB
+# L2 (512 rows of A): one shared block 4-14 % faster than MC-row blocks up to 768 rows,
+# even at 1024, 8 % slower at 2048 (docs/design.md).
 SHARED_A_L2S = 1.5
 
 

@@ -78,9 +78,8 @@ def panels_in_time(
     panels) just before its only use.
 
     A group of panels reads each row of B as one run (``packing.pack_b_rows``),
-    where a lone panel reads one line from each of KC rows a row stride apart:
-    two threads, float32, eight panels a group against one, 256x2048x2048
-    13.3 -> 12.0 ms, 128x2048x2048 6.9 -> 6.4.
+    where a lone panel reads one line from each of KC rows a row stride apart
+    (two threads, float32 256x2048x2048: eight panels a group 10 % faster than one).
     """
     nr = tile_cols(shape, panels)
     width = group * nr
@@ -102,10 +101,9 @@ def task_block_group(task, row_blocks):
     Workers claim contiguous ranges of tasks (``parallel.claim``), so a worker
     meets whole column groups: where the pack tasks split alike, the B panels
     it packed itself, whose lines no other core holds when the next slice is
-    packed over them.  Block-major order (each worker every group
-    of a few row blocks) cost two threads, float32 512x2048x4096 (x.T @ g),
-    47.5 -> 52.2 ms when memory was busy, 47.7 -> 47.8 when it was quiet;
-    400x3000x1000 13.5 -> 14.5 ms.
+    packed over them.  Block-major order (each worker every group of a few
+    row blocks) was 7-10 % slower (two threads, float32 x.T @ g 512x2048x4096
+    with memory busy, 400x3000x1000).
     """
     return task % row_blocks, task // row_blocks
 

@@ -69,13 +69,11 @@ def task_split(m, cols, mc, mr, nr, workers):
     the rows allow, so that no worker is left alone with a last short block.
     A slice of fewer panels than the tasks wanted, or no wider than A is tall,
     is cut into that many row blocks (where the rows allow) rather than into
-    column groups, each of which would pack its rows of A again: two threads,
-    float32 ``1024x64x64`` 61 -> 47 us, ``1024x96x256`` 272 -> 193, float64
-    ``1024x64x64`` 142 -> 88; (no wider) float32 ``768x256x256`` 0.70 -> 0.59
-    ms, ``400x400x400`` 0.82 -> 0.73, float64 ``300x200x300`` 0.52 -> 0.44.
+    column groups, each of which would pack its rows of A again (two threads,
+    float32 ``1024x64x64``: 47 us in row blocks against 61 in column groups).
     A wider slice keeps its column groups, each worker's own B panels
-    (``driver.task_block_group``): x.T @ g, ``512x2048x4096``, 47 -> 49 ms
-    cut into row blocks.  When that still gives fewer than TASKS_PER_WORKER
+    (``driver.task_block_group``): cut into row blocks, x.T @ g ``512x2048x4096``
+    took 49 ms against 47.  When that still gives fewer than TASKS_PER_WORKER
     tasks per worker, the columns are split too.  None of this changes a sum:
     only KC does.
     """
@@ -122,12 +120,11 @@ def panels_read_by_others(groups, workers):
     """Whether the row-block tasks of a B slice read panels that other workers
     packed: fewer column groups than workers, so each panel is read by several
     (``driver.task_block_group``).  The slices are then packed with streaming
-    stores (``packing.pack_b_rows``).  Two threads, float32 1024^3, packing one
-    slice: 300 -> 140 us when the host has put the two cores on different L3s,
-    150 -> 137 when they share one; float64 1024^3 23.6 -> 23.0 ms,
-    4096x4096x1024 381 -> 375.  Where each worker reads only the panels it
-    packed, streaming would send the slice to memory and back: x.T @ g
-    (512x2048x4096, two groups) 47.1 -> 48.5 ms."""
+    stores (``packing.pack_b_rows``): they halve the packing of a float32 1024^3
+    slice on two threads whose cores sit on different L3s (140 against 300 us;
+    137 against 150 on one L3).  Where each worker reads only the panels it
+    packed, streaming would send the slice to memory and back (x.T @ g,
+    512x2048x4096, two groups: 3 % slower)."""
     return groups < workers
 
 
@@ -192,8 +189,7 @@ def gemm_parallel(
     # enough to keep the workers busy: no B slice is shared (``one_row_block``),
     # so all columns are one slice and A is packed once per KC block.  With few
     # panels (a narrow B) the row-block tasks share out better, and each worker
-    # reads the rows of A it packed itself (two threads, float32 ``1024x64x64``
-    # 69 -> 58 us before ``task_split`` cut more row blocks).
+    # reads the rows of A it packed itself (``task_split``).
     one_block = (not prepacked and m <= max(mc, min(shared_rows, workers * mc)) and workers * nr <= nc
                  and (n + nr - 1) // nr >= TASKS_PER_WORKER * workers)
     slice_cols = n if one_block else nc
@@ -275,9 +271,9 @@ def one_row_block(
     only use (``driver.panels_in_time``): the B slice never goes out to memory
     and comes back (``gemm_serial`` does the same on one thread).  Groups no
     larger than leaves TASKS_PER_WORKER tasks per worker (``one_row_group``),
-    so that the last tasks end together: on the Intel host one group per
-    worker lost to one panel per task (two threads, ``[256,2048] @
-    [2048,2048]`` float32: 6.1 against 5.7 ms).
+    so that the last tasks end together: one group per worker lost to one
+    panel per task (two threads, ``[256,2048] @ [2048,2048]`` float32: 6.1
+    against 5.7 ms).
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
@@ -508,10 +504,9 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
 
 
 # From this many bytes of B, one row of A on several workers runs ``gemv_rows`` on each
-# worker's columns rather than the 1 x 256 tile on strips: two threads, Intel host,
-# paired runs, [1,k] @ [k,n] float32, B 4 / 8 / 16 / 32 / 64 MiB: 0.95-1.00 / 1.00 /
-# 1.10 / 1.21-1.27 / 1.27 times as fast (its prefetch keeps more of memory's bandwidth;
-# from the L2 and the L3 the tile's sums in registers cost less than a row in the L1).
+# worker's columns rather than the 1 x 256 tile on strips: its prefetch keeps more of
+# memory's bandwidth (two threads, [1,k] @ [k,n] float32: even at 8 MiB of B, 1.27x at
+# 64 MiB); from the L2 and the L3 the tile's sums in registers cost less than a row in the L1.
 GEMV_ROWS_PARALLEL_MIN_BYTES = 8 << 20
 
 

@@ -94,10 +94,8 @@ _BATCH_EACH_PARALLEL = Entry(
      "buffer", "buffer", "counter", "log", "log"),
 )
 # Up to this many multiply-adds (and with unit-stride B rows) packing costs more
-# than it saves, per element size (float32, float64).  Measured through matmul,
-# one thread, Intel host, unpacked / blocked: float32 96^3 0.84, 112^3 0.93,
-# 120^3 0.88, 128^3 0.97-1.05, 160^3 1.01; float64 96^3 0.92, 112^3 0.92-1.02,
-# 128^3 1.17; wide shapes sooner (float64 64x256x64 1.12).  Both stay below
+# than it saves, per element size (float32, float64): measured through matmul on
+# one thread, packing draws even from 128^3 float32 and 112^3 float64.  Both stay below
 # PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
 # for threads (docs/design.md).
 UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
@@ -105,22 +103,18 @@ UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
 # this many multiply-adds skip packing too, where k is one KC block and the rows of
 # A and B are not a multiple of ALIASED_ROW_BYTES apart.  With the narrow and
 # few-rows tiles on C's edges (``unpacked.main_tiles``) the direct tiles beat
-# packing there: Zen 4 host, AVX-512, one thread, plan.run, unpacked / blocked,
-# float32 128^3 0.95, 200^3 0.91, 256^3 0.98, 384^3 0.98, 512^3 1.00, 64x100x784
-# 0.75, 2000x64x64 0.94, 64x2000x64 0.90; float64 128^3 0.95, 200^3 0.92, 256^3
-# 0.97, 64x100x784 0.80.  Not on two threads: the blocked driver's row-block tasks
-# then win (float32 200^3 1.46, 256^3 1.17); nor with a longer k (float32
-# 128x128x2048 1.21, in two KC blocks).
+# packing there (AVX-512, one thread: 0.91-0.98 of the blocked time from 128^3 to
+# 384^3, docs/performance.md).  Not on two threads: the blocked driver's row-block
+# tasks then win (float32 200^3 1.46); nor with a longer k (float32 128x128x2048
+# 1.21, in two KC blocks).
 UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
 # The kernels whose direct tiles beat packing at those sizes.  Not the AVX2 ones:
-# Zen 3, one thread, plan.run, unpacked / blocked, float32 128^3 1.12, 160^3 1.05,
-# 200^3 1.09, 256^3 1.26, 64x2000x64 1.21, 2000x64x64 1.04; float64 128^3 1.17,
-# 160^3 1.27, 200^3 1.09, 256^3 1.49 (the blocked driver at 0.92-1.05x NumPy).
+# there packing beats the direct tiles from 128^3 on one thread (docs/performance.md).
 UNPACKED_ONE_THREAD_KERNELS = frozenset({"avx512"})
 # The kernels on which ``x @ W.T`` with few rows is turned over (``turned_few_rows``,
-# ``_turns_few_rows``): measured on the Zen 3 host.  Not yet
-# the AVX-512 one, whose transposing stream led NumPy 1.95-3.05x at m = 4-16 on the
-# Zen 4 host (docs/performance.md): unmeasured turned over.
+# ``_turns_few_rows``), where it measured faster.  Not the AVX-512 one: turned over is
+# unmeasured there, and its transposing stream leads NumPy 1.95-3.05x at m = 4-16
+# (docs/performance.md).
 TURNED_FEW_ROWS_KERNELS = frozenset({"avx2", "portable"})
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
 # 14 rows of A a direct tile reads at once then evict each other (float32
@@ -130,15 +124,13 @@ ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 # Below this many multiply-adds a product stays on one thread: starting the
-# workers and the barriers cost more than they give.  Per element size; two
-# threads against one, back to back, Intel host: float32 128^3 0.89-0.96x,
-# 144^3 1.04-1.06x, 192^3 1.28x, 512x64x64 0.80x; float64 112^3 0.98x, 128^3
-# 1.07x, 160^3 1.34x (docs/design.md).
+# workers and the barriers cost more than they give.  Per element size, where two
+# threads draw about even with one (float32 144^3 1.04-1.06x, float64 112^3 0.98x;
+# docs/design.md).
 PARALLEL_MIN_VOLUME = {4: 144 * 144 * 144, 8: 112 * 112 * 112}
 # A stack of products is shared out between threads from this many multiply-adds
 # in all: each worker then takes whole products, with no barrier inside one
-# (2 threads against 1, float32, Intel host: 50x16^3 0.88x, 100x16^3 1.03x,
-# 200x16^3 1.24x, 20x32^3 1.21x, 4x64^3 1.15x).
+# (two threads against one, float32: 1.03x for 100 products of 16^3, 0.88x for 50).
 PARALLEL_MIN_STACK_VOLUME = 80 * 80 * 80
 # From this many elements of B, an unpacked product (few rows: memory-bound,
 # B read once) is worth splitting across threads whatever its multiply-adds:
@@ -247,10 +239,9 @@ def _scale(c: np.ndarray, beta: float) -> None:
 class _FirstUse:
     """Holds a prepared state's slot for an entry until its first call, which compiles (or
     loads) the entry, puts it in the slot (with its first arguments ``bound``) and runs it:
-    a first product compiles only what it runs.  Two threads, first 300x300 float32 matmul
-    in a fresh process, Zen 3 host: the four entries fetched at once made a cold start of
-    46 s, 19 s since (warm 0.38 -> 0.30 s).  A stand-in, not ``__getattr__``, which would
-    slow every attribute read of a small call."""
+    a first product compiles only what it runs (a first 300x300 float32 matmul on two
+    threads, cold cache: 19 s, against 46 s with the four entries fetched at once).  A
+    stand-in, not ``__getattr__``, which would slow every attribute read of a small call."""
 
     __slots__ = ("prepared", "name", "entry", "bound")
 
@@ -269,8 +260,8 @@ class _FirstSmall(_FirstUse):
     """A small-matrix slot (``run_small``, ``run_small_stack``): until a product has needed
     one of the entries ``after`` (compiled or loaded it), it answers ``not_yet``, and the
     caller's general path places the product (~3 us more, once).  Fetching the entry here
-    would compile it only to be told that a first large product is not small: a first
-    300x300 float32 product, cold cache, 19 -> 34 s (Zen 3 host)."""
+    would compile it only to be told that a first large product is not small (a first
+    300x300 float32 product, cold cache: 34 s instead of 19)."""
 
     __slots__ = ("after", "not_yet")
 
@@ -312,7 +303,7 @@ class _Prepared:
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", _BLOCKED)
         # The unpacked entry's arguments that do not change from call to call, bound once
-        # (the attribute reads cost ~0.14 us of a 16x16 call: Zen 3 host); the workspace by
+        # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
         # its addresses, which unbox for nothing (this state keeps it alive).
         fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
                  UNPACKED_MAX_VOLUME[dtype.itemsize], PARALLEL_MIN_STREAM, FEW_ROWS_MAX)
@@ -379,7 +370,7 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
 def current_prepared(dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel in force and ``dtype``.  The last one
     given serves while nothing changed (``_generation``): no kernel lookup on a small call
-    (~0.14 us of a 16x16 product, Zen 3 host)."""
+    (~0.14 us of a 16x16 product)."""
     local = _local
     if local.generation == _generation and local.last.dtype is dtype:
         return local.last
@@ -402,12 +393,10 @@ def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     lanes for each row; turned over (C^T = B^T A^T), the product is a few rows
     (n) times A^T, whose columns are A's contiguous rows: the stream packs
     them a strip at a time with in-register transposes (``x @ W.T``) and its
-    few-rows tile computes no padding for 4 rows.  Zen 4 host, one thread,
-    through ``matmul``, paired runs in one process, narrow tile / turned over:
-    float32 n = 2-4 1.10-1.6x (``300x3x32`` ... ``512x4x512``), n = 8 1.08-1.11x,
-    but ``1000x4x8`` 0.47x, ``40x4x40`` 0.72x, ``64x2x64`` 0.98x; float64 n = 4 1.0-1.05x,
-    ``512x4x512`` 1.77x, ``1000x4x16`` 0.80x, ``64x2x64`` 0.91x; through ``plan.run``,
-    float32 n = 12 0.91-0.99x, float64 n = 6-8 0.70-0.89x.  A needs more than
+    few-rows tile computes no padding for 4 rows.  On AVX-512, one thread, turned
+    over ran float32 n = 2-4 1.10-1.6x as fast as the narrow tile, but lost on a small
+    or shallow A (``1000x4x8`` 0.47x) and on wider C (float32 n = 12, float64
+    n = 6-8; docs/performance.md).  A needs more than
     FEW_ROWS_MAX rows (they become the turned columns), TURNED_NARROW_MIN_DEPTH
     columns and TURNED_NARROW_MIN_A elements (float64: 2^17, where it won).
     """
@@ -423,11 +412,9 @@ def turned_few_rows(kernel: Kernel, dtype: np.dtype) -> tuple[int, ...]:
 
     Float32: as many as one strip of the narrow or the main tile holds; other m leave
     lanes of the strip empty and lose to the transposing stream.  Float64: any m from 2
-    to two main strips, whose stream is the slower one.  Zen 3 host, one thread, W
-    [2048,512], µs, stream / turned over: AVX2 float64 m = 2 500 / 346, 3 509 / 358, 6
-    711 / 566, 10 931 / 817, 12 955 / 839, 16 1137 / 1000, 24 1566 / 1291 but m = 32 1948 /
-    2121 and two threads m = 24 214 / 219 for W [512,512]; portable float64 m = 3 925 /
-    548, 6 1262 / 854, 12 (three of its strips) 2302 / 1434.
+    to two main strips, whose stream is the slower one (AVX2, one thread, W [2048,512]:
+    float64 m = 2 346 µs turned over against 500 streamed, m = 24 1291 against 1566, but
+    m = 32 lost; the portable kernel alike; docs/performance.md).
     """
     if kernel.name not in TURNED_FEW_ROWS_KERNELS:
         return ()
@@ -448,14 +435,9 @@ def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) 
     tile and step.  Float32 m that leave lanes of a strip empty lose (m = 4 and 12
     on the AVX2 kernel, below); W must have more than FEW_ROWS_MAX rows.  Each
     element is the same chain of FMAs either way: the same bits.
-    Zen 3 host (AVX2: strips of 8 and 16 float32, 4 and 8 float64), one thread,
-    W [2048,512], µs, stream / turned over: float32 m = 8 354 / 252, m = 16 560 / 459
-    (but m = 4 256 / 296, m = 12 458 / 740, m = 32 837 / 893); float64 m = 4 494 /
-    343, m = 8 683 / 419 (other float64 m: ``turned_few_rows``); two threads float32 m =
-    8 249 / 172, m = 16 417 / 289 (m = 32 488 / 538); W [512,512] float32 m = 8 95 / 72,
-    m = 16 144 / 100; W [64,64] m = 8 7 / 5.  The portable kernel (strips of 4 and
-    8 float32, 2 and 4 float64), W [2048,512]: float32 m = 4 456 / 369, m = 8 784 /
-    379; float64 m = 2 578 / 414, m = 4 903 / 463.
+    AVX2 (strips of 8 and 16 float32, 4 and 8 float64), one thread, W [2048,512]:
+    float32 m = 8 252 µs turned over against 354 streamed, but m = 4, 12 and 32 lose;
+    the portable kernel gains alike (docs/performance.md).
     """
     m, n = a.shape[0], b.shape[1]
     size = b.itemsize
@@ -471,7 +453,7 @@ def _oriented(a, b, c, narrow_cols):
     gradient of a small output layer) is a few-rows product turned over: its
     rows of B^T = x are contiguous and stream, where the tiles of the
     untransposed problem walk down A one row stride per k
-    (``x.T @ g``, x [256,2048], g [256,10], one thread, 320-370 -> 116-119 µs);
+    (``x.T @ g``, x [256,2048], g [256,10], one thread: ~3x faster turned over);
     so is a C narrower than half the narrow tile (``_turns_narrow``).  Each
     element is the same chain of FMAs either way (a product does not depend
     on its operands' order), so the bits do not change.

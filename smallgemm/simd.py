@@ -685,8 +685,8 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
     instead of stalling the write-back (BLIS kernels do the same).  The last
     byte of each row is requested too: a row that does not start on a line
     (NumPy's large arrays start 16 bytes into one) spans one line more, and
-    that line from memory stalled the write-back (Zen 3, one thread, paired
-    runs: float32 4096x4096x1024 375 -> 366 ms, float64 797 -> 761 ms).
+    that line from memory stalled the write-back (requesting it too: float64
+    4096x4096x1024 5 % faster on one thread).
     """
     dtype = _float_pointer(c)
     if not isinstance(shape, TileShapeType) or dtype is None:
@@ -918,8 +918,8 @@ def _store_first_lanes(builder, value, base, off, live):
     """Store the first ``live`` (a compile-time count) lanes of ``value`` at element ``off`` of ``base``.
 
     As whole-vector stores of power-of-two pieces (for 6 of 8 lanes: 4, then 2),
-    never a masked store: AVX2's masked store is microcoded on AMD cores (Zen 3:
-    about 12 cycles each), and packing A wrote one per column.
+    never a masked store: AVX2's masked store is microcoded on AMD cores (about
+    12 cycles each), and packing A wrote one per column.
     """
     vec = value.type
     i32 = ir.IntType(32)
@@ -1155,7 +1155,7 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
     Each row block of the dot block (``s.vectors``) loads its own splats of v, the
     later ones from an opaque copy of ``voff``: shared, the LANES splats would stay in
     registers across the blocks and push the loaded rows out to the stack (a pair of
-    float32 blocks ran 1.4x slower than one on the Zen 3 host); a reloaded splat is one
+    float32 blocks ran 1.4x slower than one); a reloaded splat is one
     more load, which the loop has slots for.
     """
     vec = _vector_type(s, dtype)
@@ -1221,7 +1221,7 @@ def dot_steps(typingctx, block, v, v_off, v_stride, mat, m_off, ldm, live_rows):
     runs two such chains, independent, side by side.  Rows at or past ``live_rows`` re-read
     the last live row (their sums are never used).  Nothing is requested
     ahead: the prefetchers follow the rows (a request 512 bytes ahead of each
-    row was 4-20 % slower on Zen 4, 4 % faster on the eighth session's Intel host).
+    row measured from 20 % slower to 4 % faster, depending on the CPU).
     """
     found = _dot_args(block, v, mat)
     if found is None:

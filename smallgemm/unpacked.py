@@ -84,20 +84,15 @@ FEW_TILE_MAX_ROWS = 32
 
 # A resident-B product is up to this many tiles wide: each column strip of B is
 # held in registers in turn while all rows of C pass (the strips share A from
-# the L1).  Zen 4 host, one thread, float64 (8 columns a strip) / float32 (16):
-# stacks 300x16x16x16 float64 85 -> 58 us, 200x16x16x32 float32 74 -> 52,
-# 100x64x16x64 float32 225 -> 161; lone products 1500x16x64 float32 49 -> 37,
-# 1000x16x24 float64 33 -> 19 (through the narrow or main tile before).
+# the L1): small products and stacks of them run 1.3-1.7x as fast as through the
+# narrow or main tile (AVX-512, one thread; docs/performance.md).
 RESIDENT_STRIPS = 4
 
 # A few rows times a B of fewer bytes than this take the main tile unless the
 # few-rows tile saves a quarter of the FMAs: from the L1, the few-rows stream
-# costs more than the padding rows it saves.  Zen 3 host (AVX2: 6 x 16 main tile,
-# 4 x 16 few tile), one thread, unpacked driver, main / stream: float32 16x32x16
-# 0.60, 12x48x48 0.57, 32x64x32 0.64, 16x64x64 0.69 (and 30x64x256, 64 KiB: 0.56),
-# but 16x128x128 (64 KiB) 1.09, 16x512x128 1.12, 16x2048x512 2.03 (B rows far
-# apart: the stream reads B in order); float64 16x16x16 0.74, 12x48x48 0.81,
-# 32x64x32 1.0, but 16x64x64 (32 KiB) 1.12.
+# costs more than the padding rows it saves (AVX2, 6 x 16 main and 4 x 16 few tiles,
+# one thread: the main tile takes 0.6 of the stream's time on float32 16x32x16, 1.1 on
+# float64 16x64x64, 32 KiB of B; docs/performance.md).
 FEW_TILE_MIN_B_BYTES = 32 * 1024
 
 # The kernel's tiles, as ``tile_choice`` names them.
@@ -121,9 +116,9 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
     than a quarter of the FMAs: its stream costs more than it saves.  Then
     ``narrow`` again where the main tile's padding rows cost a
     third more FMAs than the narrow tile's extra column strips: 16 rows on a
-    14-row main tile compute 28 (Zen 4 host, one thread, float64 300 products
-    16x16x16 149 -> 128 us, float32 200 products 16x32x32 134 -> 99 us; 30
-    rows, where the narrow tile saves a quarter, lost 5 %).
+    14-row main tile compute 28 (AVX-512, one thread: stacks of float64 16x16x16
+    1.16x, float32 16x32x32 1.35x as fast; 30 rows, where the narrow tile saves a
+    quarter, lost 5 %).
     """
     if n <= RESIDENT_STRIPS * tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
         return RESIDENT_TILE
@@ -154,32 +149,24 @@ GEMV_CHUNK = 4096
 # From this many bytes of B (beyond what the L3 keeps between calls), the
 # single-row stream requests B's rows GEMV_FETCH_AHEAD elements ahead (rounded
 # up to whole rows of the chunk, so that the request is for the columns the
-# chunk reads next) into the L2: the hardware prefetchers alone left a 64 MiB
-# B at ~65 % of the read bandwidth.  Requests into the L1 (as first written,
-# 2048 elements ahead) cost the L1 lines the row buffer needs; from the L3, any
-# request costs more than it gives.  Zen 4 host (L1 32 KiB, L2 1 MiB, L3 32
-# MiB), one thread, GB/s of B read, rows of four without / with requests:
-# B 8 MiB 48 / 43, 16 MiB 23 / 31, 32 MiB 17 / 22, 64 MiB 18-19 / 20-23.
+# chunk reads next) into the L2: the hardware prefetchers alone leave a 64 MiB
+# B at ~65 % of the read bandwidth.  Requests into the L1 (2048 elements
+# ahead) cost the L1 lines the row buffer needs; from the L3, any
+# request costs more than it gives (L1 32 KiB, L2 1 MiB, L3 32 MiB, one thread:
+# B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB).
 GEMV_FETCH_MIN_BYTES = 16 << 20
 GEMV_FETCH_AHEAD = 16384
-# From this many bytes of B (twice this host's L3), rows are added
+# From this many bytes of B (twice a 32 MiB L3), rows are added
 # AXPY_ROWS_WIDE at a time (``axpy_rows_wide``), the requests twice as many rows
-# ahead: the row buffer's loads and stores halve.  Zen 4 host, one thread,
-# paired runs in one process, time of 4-row / 8-row groups, back to back on the
-# same B (part of it still in the L3): float32 [1,4096] @ [4096,4096] 1.01-1.10x,
-# [1,2048] @ [2048,8192] 1.07-1.10x, float64 [1,3072] @ [3072,3072] 1.08-1.13x,
-# [1,4096] @ [4096,4096] 1.07-1.13x; each after a read of 64 MiB of other data
-# (B from memory only), float32 0.97-1.03x, float64 0.98-1.03x.  Where B stays in
-# the L3 the 8-row groups lost: float32 [1,2048] @ [2048,2048] (16 MiB)
-# 0.80-0.94x, [1,3072] @ [3072,3072] (36 MiB) 0.95-0.97x.
+# ahead: the row buffer's loads and stores halve.  One thread: 8-row groups 1.01-1.13x
+# as fast as 4-row with part of B still in the L3, even with B from memory only; where
+# B stays in the L3 they lost (0.80-0.97x).
 GEMV_WIDE_MIN_BYTES = 64 << 20
 # The requests and the 8-row groups above are for kernels with vectors this many
-# bytes wide (AVX-512, measured on Zen 4).  On a Zen 3 host (AVX2) both lost, alone
-# and together: one thread, paired runs, float32 [1,4096] @ [4096,4096] 5.1-5.5 ->
-# 3.3-3.6 ms without either (NumPy 2.9-3.2), [1,2048] @ [2048,8192] 5.3-5.6 -> 3.4-3.7,
-# [1,2048] @ [2048,2048] 687 -> 530-603 us; float64 [1,4096] @ [4096,4096] 14.3-15.0
-# -> 6.2-6.5 ms, [1,2048] @ [2048,2048] 1.65-1.94 -> 1.29-1.32 ms.  One request per
-# line instead of per 32-byte vector kept most of the loss.
+# bytes wide (AVX-512, where they were measured).  With AVX2 both lose, alone and
+# together (one thread, float32 [1,4096] @ [4096,4096]: 3.3-3.6 ms without either,
+# 5.1-5.5 with; docs/performance.md); one request per line instead of per 32-byte
+# vector kept most of the loss.
 GEMV_STREAM_TUNED_VECTOR_BYTES = 64
 
 
@@ -207,9 +194,8 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     row stride per k.  B's rows are added a group at a time (``axpy_rows``,
     AXPY_ROWS; ``axpy_rows_wide`` from GEMV_WIDE_MIN_BYTES of B), so the row
     buffer is read and written once per group of rows of B: one row at a
-    time, its traffic evicted B's lines from the L1 (Zen 4, 32 KiB L1, one
-    thread, paired, float32: [1,512] @ [512,2048] 128 -> 94 us, [1,4096] @
-    [4096,4096] 6.1 -> 2.9 ms with GEMV_FETCH_AHEAD).  Where every row of a B
+    time, its traffic evicts B's lines from a 32 KiB L1 (one thread, float32
+    [1,512] @ [512,2048]: 94 us in groups, 128 a row at a time).  Where every row of a B
     the L3 keeps starts at the same place within a vector, the columns before
     a vector boundary are added one by one, so the vector loads never
     straddle two cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a
@@ -278,24 +264,22 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 # A pair of row blocks (``dot_pair_zero``: two FMA chains side by side) for a
 # kernel whose vectors have this many bytes: AVX2's 8 x 8 float32 block is a
 # chain of 8 dependent FMAs (4 cycles each) per 64 multiply-adds, the bound of
-# the loop (two chains of 4 over the same work, timing only: 1.2-1.5x).  Zen 3
-# host, one thread, paired runs, W @ x, µs, one block / a pair: float32 W
-# [256,256] 16.2 / 12.1, [2048,512] 202 / 165, [1000,1000] 192 / 149,
-# [2000,2000] 823 / 633; float64 [512,512] 110 / 76, [1000,1000] 375 / 241,
-# [1024,1024] 390 / 268, [4000,4000] 7336 / 6490.  Not measured on AVX-512
-# (two 16-row blocks, without reloaded splats, lost on the Intel and Zen 4 hosts).
+# the loop (two chains of 4 over the same work, timing only: 1.2-1.5x).  W @ x, one
+# thread: a pair 1.1-1.6x as fast as one block (float32 W [2048,512] 165 against
+# 202 µs; docs/performance.md).  Not measured on AVX-512 with reloaded splats (two
+# 16-row blocks without them lost there).
 DOT_PAIR_VECTOR_BYTES = 32
 # Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
 # KiB L1 of 8 or 12 ways, 64-byte lines); ``plan`` avoids such rows too.
 L1_SET_PERIOD_BYTES = 4096
 # A pair only where its rows share no L1 set more than this many at a time (the
-# ways): float32 rows 4 KiB apart put all 16 in one set, W [1024,1024] 198 -> 265
-# µs, [2048,2048] 962 -> 1354, [4096,4096] 4.3 -> 6.0 ms; 2 KiB apart (8 a set)
-# gained, as above.
+# ways): float32 rows 4 KiB apart put all 16 in one set and the pair ran 1.3-1.4x
+# slower than one block (W [2048,2048] 1354 against 962 µs); 2 KiB apart (8 a set)
+# it gained, as above.
 DOT_PAIR_MAX_ROWS_PER_SET = 8
 # And where the pair reads at most this many rows at once or the matrix is at most
 # this many bytes (the L3 keeps it): from memory, 16 float32 rows at once lost to 8
-# (W [4000,4000] 5.0 -> 6.1 ms) where 8 float64 rows gained.
+# (W [4000,4000] 6.1 against 5.0 ms) where 8 float64 rows gained.
 DOT_PAIR_MAX_STREAMS = 8
 DOT_PAIR_MAX_BYTES = 16 << 20
 
@@ -415,78 +399,57 @@ def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c,
 # of them (a tile wide) holds this many bytes (then the tiles' partial sums go to
 # the stream buffer and the next column strip reads the same rows: ``strip_rows``),
 # columns whose partial sums the buffer holds at once, and rows of A per sweep.
-# 8 KiB is 32 rows of the AVX-512 tile's strips (256 bytes), measured on the Intel
-# and Zen 4 hosts (docs/performance.md); the AVX2 tile's strips are one line, and 128
-# rows of them beat 32 on a Zen 3 host: one thread, float32 [m,512] @ [512,2048],
-# paired, m = 8 / 12 / 16 1.10 / 1.13 / 1.17x faster, m = 4 1.03x, [16,4096] @
-# [4096,4096] 1.10x (64 rows: 1.07 / 1.09 / 1.11, 1.01, 1.02).
+# 8 KiB is 32 rows of the AVX-512 tile's strips (256 bytes), measured on two AVX-512
+# CPUs (docs/performance.md); the AVX2 tile's strips are one line, and 128 rows of
+# them beat 32 (one thread, float32 [16,512] @ [512,2048]: 1.17x; 64 rows 1.11x).
 STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
 # A single row tile (m <= MR) streaming a B whose rows span this many bytes or more
 # (from memory rather than the L3) takes at most STREAM_FROM_MEMORY_ROWS rows of B a
 # group: the lines it requests two strips ahead are then still there when it reads
-# them.  Zen 3 host (AVX2, 128-row groups otherwise), one thread, float32, paired
-# runs, ms, 128 / 32 rows: [4,4096] @ [4096,4096] (64 MiB) 5.15 / 4.26, [2,4096] 5.13
-# / 4.28, [4,1024] @ [1024,16384] 8.39 / 4.60, [4,2048] @ [2048,4096] (32 MiB) 2.04 /
-# 1.91; float64 [4,4096] @ [4096,2048] 4.61 / 4.35, [2,2048] @ [2048,4096] 5.34 /
-# 4.37; two threads (targets.py's protocol) float32 [4,4096] @ [4096,4096] 2.15 /
-# 1.99, [4,1024] @ [1024,16384] 2.99 / 1.93.  But B in the L3: 16 MiB 0.80 / 0.85,
-# 4 MiB 0.20 / 0.21; and several row tiles ([8,4096] @ [4096,4096]) 6.00 / 6.78.
+# them (AVX2, 128-row groups otherwise, one thread, float32 [4,1024] @ [1024,16384]:
+# 4.60 ms against 8.39 with 128 rows; docs/performance.md).  From the L3 (16 MiB:
+# 0.85 against 0.80 ms), or with several row tiles ([8,4096] @ [4096,4096]: 6.78
+# against 6.00), 32-row groups lose.
 STREAM_FROM_MEMORY_MIN_BYTES = 32 << 20
 STREAM_FROM_MEMORY_ROWS = 32
 # The row stream starts its strips on cache lines (``stream_tiles``) only where B's
 # rows lie at least this many bytes apart: rows that close share no L1 sets, lines
 # split between two strips cost little, and the lead columns' strip of their own
-# costs a whole pass of the row tiles.  Zen 3 host (AVX2), one thread, B 16 bytes
-# into a line, us, lead / none: float32 [8,128]@[128,128] 6.44 / 5.62, [13,128] 10.24 /
-# 8.47, [8,1024]@[1024,128] 44.1 / 38.1, [8,128]@[128,256] 9.89 / 9.42 (1 KiB rows),
-# but [4,64]@[64,512] 6.41 / 7.55, [8,256]@[256,512] 36.0 / 39.1, [4,512]@[512,2048]
-# 207 / 364; float64 [8,64]@[64,64] 4.22 / 3.93, 1 KiB rows alike, [8,128]@[128,512]
-# 39.5 / 47.1.
+# costs a whole pass of the row tiles (AVX2, one thread, B 16 bytes into a line, with /
+# without the lead strip: float32 [4,512] @ [512,2048], 8 KiB rows, 207 / 364 µs, but
+# [8,128] @ [128,128], 512-byte rows, 6.44 / 5.62).
 STREAM_LEAD_MIN_ROW_BYTES = 2048
 # From this many row tiles per sweep, a strip of contiguous B rows is kept in
 # the L1 panel for the other tiles: its ``strip_rows`` rows lie a row stride
 # apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
 # each other between tiles.  The first tile stores the rows it reads into the
-# panel (``direct_steps`` with ``kept``); a separate copy first waited on memory.
-# [16,512]@[512,2048] float32 (Intel host, alternating runs, µs): no panel
-# 365, separate copy 337, kept 288-300; [16,512]@[512,512] 67 -> 56-58;
-# m = 12 with a kept panel 262-271 against 279-282 without, m = 8 210 / 213.
+# panel (``direct_steps`` with ``kept``); a separate copy first waits on memory
+# (float32 [16,512] @ [512,2048], µs: no panel 365, separate copy 337, kept 288-300).
 # The second tile then requests the next strip while it computes from the
-# panel (``panel_steps_fetching``): one thread, m = 8 / 12 / 16 / 32, µs,
-# 218-223 / 259-277 / 312-322 / 484-516 -> 202-210 / 246-257 / 292-303 /
-# 448-508 (alternating runs); every later tile requesting all of it lost
-# that, but the later tiles sharing its rows out (each requests every
-# (tiles - 1)-th row) gained again: paired runs in one process, m = 12 / 16 /
-# 32, 4 / 4-8 / 6-8 % faster (m = 8 has one later tile: unchanged).
+# panel (``panel_steps_fetching``: 4-7 % faster, m = 8 to 32, one thread); every
+# later tile requesting all of it lost that, but the later tiles sharing its rows
+# out (each requests every (tiles - 1)-th row) gain 4-8 % more (m = 12 to 32; m = 8
+# has one later tile).
 STREAM_PACK_MIN_TILES = 2
 # A row tile that takes each strip alone (rows within one tile's height) requests
 # the strip this many strips ahead while it computes (``direct_steps_fetching``):
 # no later tile would, and the prefetchers do not follow rows a stride apart.
-# Zen 3 host (AVX2), one thread, float32, line-aligned strips, paired runs, us:
-# [4,512] @ [512,8192] 1577 -> 1238 (one strip ahead 1368), [4,4096] @
-# [4096,4096] 7573 -> 6173, [4,512] @ [512,2048] (in the L3) 244 -> 235; float64
-# [4,512] @ [512,8192] 4412 -> 3140.
+# (AVX2, one thread, float32 [4,512] @ [512,8192]: 1238 µs two strips ahead, 1368
+# one ahead, 1577 without).
 FETCH_DISTANCE = 2
 # Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
 # the panel, one strip wide, so that the panel holds this many bytes
 # (``strip_rows``): W's rows are then read in long runs, which the
 # prefetchers follow, where runs of 128 bytes (32 rows), a thousand rows apart,
 # left it waiting on the L3.  For the AVX-512 few-rows tile (64 float32
-# columns) that is 128 rows, runs of 512 bytes: W [2048,512], one thread, µs:
-# [1,512] @ W.T 299-306 -> 251-257, [4,512] 297-309 -> 252-254, [16,512]
-# 457-459 -> 376-377; W in the L2 ([4,512] @ [512,512].T) 37 -> 33-36; 512
-# rows (a panel in the L2) read the L3 faster still but lost 25 % in the L2.
-# The AVX2 tile's strips are a quarter as wide (16 float32, 8 float64), and
-# its panel of the same bytes takes 512 rows, a whole KC block: Zen 3 host, one
-# thread, paired runs, µs, [m,512] @ W.T, W [2048,512], 128 rows with requests
-# ahead (before) / without / 256 / 512 rows (runs past TRANSPOSED_FETCH_MAX_RUN:
-# no requests): float32 m = 4 309 / 310 / 276 / 278, m = 8 419 / 428 / 392 /
-# 389, m = 16 623 / 642 / 609 / 586, m = 32 1196 / 1173 / 1096 / 1049;
-# float64 (1 KiB runs at 128 rows: no requests) 128 / 256 / 512 rows, m = 4
-# 567 / 515 / 550, m = 8 1138 / 1113 / 1059, m = 16 1451 / 1445 / 1360, m =
-# 32 2396 / 2248 / 2160.
+# columns) that is 128 rows, runs of 512 bytes (one thread, [16,512] @ W.T,
+# W [2048,512]: 376 µs against 458 with 32 rows); 512 rows (a panel in the L2)
+# read the L3 faster still but lost 25 % in the L2.  The AVX2 tile's strips are
+# a quarter as wide (16 float32, 8 float64), and its panel of the same bytes takes
+# 512 rows, a whole KC block (one thread, float32 [32,512] @ W.T: 1049 µs against
+# 1196 with 128 rows and requests ahead; float64 alike; docs/performance.md).
 TRANSPOSED_PANEL_BYTES = 32768
 # While the row tiles of a sweep compute from a transposed strip's panel, they
 # request the W rows of the next strip into the L2, when the whole B is larger
@@ -539,9 +502,8 @@ def stream_tiles(
     within a line, the columns before the first line boundary are a strip of their
     own, where B's rows lie far enough apart to share L1 sets
     (STREAM_LEAD_MIN_ROW_BYTES).  Each element keeps its FMA chain: the same bits.
-    Zen 3 host (AVX2), one thread, [m,512] @ [512,2048] float32, paired runs, us:
-    m = 2 / 4 / 8 466 / 476 / 606 -> 249-290 / 244-265 / 378, m = 16 1.06-1.23x
-    faster; float64 m = 4 970 -> 654.
+    AVX2, one thread, float32 [4,512] @ [512,2048]: about 1.9x as fast as with strips
+    across line boundaries (docs/performance.md).
     """
     lead = 0
     line = line_elements(tile, b)
@@ -673,8 +635,8 @@ def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
 
     Inlined into its callers: in a stack's loop over products, what does not
     change from one product to the next (B's masks, the row offsets) is then
-    computed once, not once per product (1000 products 16x16x16 float32, one
-    thread, Zen 4 host: 141 -> 112 us; 8x8x8 66 -> 43 us).
+    computed once, not once per product (a stack of 1000 float32 16x16x16
+    products 1.26x as fast, of 8x8x8 1.5x; one thread).
     """
     mr = tile_rows(resident)
     mode = merge_mode(np.intp(0), beta)  # one KC block: k <= depth < KC
@@ -747,11 +709,10 @@ def gemm_unpacked_stack(
     """``gemm_unpacked`` for each product of a stack (``offsets_*``: where each matrix starts).
 
     For the resident tile, the tile and the compiled loop for the strides are
-    chosen once per stack, not once per product: 300 products 16x16x16 float32
-    (in the L2), one thread, Intel host, 99-102 -> 89-92 ns each; for one strip
-    of B in the common layout the loop over products holds ``resident_strip``
-    inlined.  The main tile is chosen once per stack too (Zen 3 host, AVX2, one
-    thread, float32: 1000 products 16x16x16 240 -> 221 us, NumPy 279).
+    chosen once per stack, not once per product (saving ~10 ns of a ~100 ns
+    float32 16x16x16 product); for one strip of B in the common layout the loop
+    over products holds ``resident_strip`` inlined.  The main tile is chosen once
+    per stack too (saving 8 % of a stack of 1000 float32 16x16x16 products, AVX2).
     """
     count = offsets_c.shape[0]
     choice = tile_choice(shape, narrow, few, resident, m, n, k, kc, a) if cs_b == 1 else FEW_TILE
@@ -792,22 +753,18 @@ def main_tiles(
     (one vector: 100 columns were four 32-column strips, the last with 4 live
     columns, a third more FMAs than useful), and the last rows to the few-rows
     tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
-    a third fewer does not pay for the stream (Zen 3 host, AVX2, float32, one
-    thread, main tile on the 4 edge rows / few-rows stream: 16x16x16 0.88, 20x16x16
-    0.83, 34x64x16 0.89, 100x32x32 0.92; 22x16x1000 1.00).  Edge rows at most as
-    many as the few tile's take its direct loops, with fewer padding rows: the main
-    tile's 4 live rows of 6 cost more than a full tile (Zen 3 host, one thread,
-    stacks of 1000 float32 16x16x16 207 -> 178 us, 10x16x16 152 -> 114, float64
-    16x16x16 389 -> 352; 12x16x16, no edge, 118); 1 to 3 edge rows, paired:
-    float32 stacks of 1000 9x32x32 419 -> 392 us, of 100 13x64x64 203 -> 187,
-    15x64x64 212 -> 202, float64 of 100 13x32x32 115 -> 109.
+    a third fewer does not pay for the stream (AVX2, float32, one thread: the main
+    tile on 4 edge rows takes 0.83-0.92 of the few-rows stream's time).  Edge rows at
+    most as many as the few tile's take its direct loops, with fewer padding rows: the
+    main tile's 4 live rows of 6 cost more than a full tile (a stack of 1000 float32
+    16x16x16: 178 µs with the direct loops against 207, where 12x16x16, no edge, takes
+    118); 1 to 3 edge rows gain 5-9 %.
     Every element is still the FMA chain of its KC block in increasing k: the
     bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
 
     Inlined with ``unpacked_tiles`` into their callers: in a stack's loop over
     products the edge decisions and the tiles' setup are then made once, not once
-    per product (Zen 3 host, AVX2, one thread, float32: 1000 products 16x16x16
-    221 -> 202 us, NumPy 277; no longer cold compile).
+    per product (a stack of 1000 float32 16x16x16 products 9 % faster, AVX2).
     """
     nr = tile_cols(shape, a)
     mr = tile_rows(shape)

@@ -36,23 +36,17 @@ from ..simd import (
     tile_zero,
 )
 
-# The packed panels are requested this many k steps ahead of the FMAs.  With
-# panels streaming from the L2 (AVX-512, Intel host, alternating runs against
-# NumPy, one thread) the kernel alone went from 83-86 % to 95 % of the FMA
-# peak for float64 (KC 512 and 1024), and whole products, ratio to NumPy:
-# float64 1024^3 0.98-0.99 -> 1.05-1.08, 4096x4096x1024 0.86-0.87 -> 0.95-0.97;
-# float32 1.01-1.02 -> 1.05-1.08 and 0.93 -> 0.99-1.02.  8 to 24 measured alike.
+# The packed panels are requested this many k steps ahead of the FMAs: with panels
+# streaming from the L2 (AVX-512, float64) the kernel alone keeps 95 % of the FMA peak,
+# 83-86 % without the requests (docs/design.md).  8 to 24 measured alike.
 PREFETCH_STEPS = 16
 # The tile's lines of C are requested this many vector FMAs before the end of
 # its k loop (64 steps of the 14-row, 2-vector AVX-512 tiles): asked for before
-# the first step, they had left the L1 again by the write-back (the panels
-# stream through it).  Paired runs in one process, one thread, Intel host,
-# 64 steps: float64 4096x4096x1024 and 1024^3 2.3 and 1.6 % faster, float32
+# the first step, they leave the L1 again by the write-back (the panels stream
+# through it).  64 steps: float64 4096x4096x1024 2.3 % faster on one thread, float32
 # unchanged; requesting them both first and late gained less (0.8 %), 256 steps
 # 1.9 %.  Counted in FMAs, not steps, so that the lines get the same time to
-# arrive whatever the tile: 149 steps of the AVX2 6x2-vector tiles (Zen 3, paired
-# runs against 64 steps: float64 4096x4096x1024 741 -> 727 ms one thread, 380 ->
-# 373 ms two; float32 unchanged).
+# arrive whatever the tile (149 steps of the AVX2 6x2-vector tiles).
 C_PREFETCH_FMAS = 64 * 28
 
 
@@ -90,9 +84,8 @@ def direct_microkernel(
     zero padding.  Rows of A that are contiguous along k are requested
     PREFETCH_STEPS ahead, a line per row as the steps reach it: the tile reads
     one element from each of MR rows a row stride apart per step, a pattern
-    the hardware prefetchers leave to demand misses (one thread, Intel host:
-    [256,2048] @ [2048,10] 200-220 -> 151-160 µs, [2048,512] @ [512,16] 450-500
-    -> 280-320 µs, 64^3 and 80^3 products 15-20 % faster).
+    the hardware prefetchers leave to demand misses (one thread: 64^3 and 80^3
+    products 15-20 % faster with the requests, [2048,512] @ [512,16] 1.5x).
     """
     if cs_a == 1:
         line = line_elements(shape, a)
