@@ -4,7 +4,7 @@
 
 The test suite and a fresh installation are bound by Numba's cold compiles
 (docs/design.md, "Entry points without dispatch overhead").  This compiles
-each entry of ``plan`` for one kernel and dtype into an empty, temporary cache
+each entry of ``entries`` for one kernel and dtype into an empty, temporary cache
 and prints the seconds each took, then every jitted function of the package
 left holding several signatures whose tile shapes agree: those that differ
 only by a literal (``Literal[int](0)``) or a read-only array are usually a
@@ -40,7 +40,7 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     from numba.core.registry import CPUDispatcher
 
     import smallgemm
-    from smallgemm import dispatch, plan
+    from smallgemm import dispatch, entries
     from smallgemm.entry import Entry
     from smallgemm.kernels import kernel_by_name
 
@@ -49,7 +49,7 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     print(f"| entry ({kernel.name}, {dtype.name}) | cold compile, s |")
     print("|---|---|")
     total = 0.0
-    for name, entry in vars(plan).items():
+    for name, entry in vars(entries).items():
         if isinstance(entry, Entry):
             start = time.perf_counter()
             entry.get(kernel, dtype)

@@ -5,7 +5,7 @@ scipy's calling convention), kernel selection, thread settings, ``info`` and
 ``peak`` (the machine's measured limits), and the batch-invariance setting.
 """
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 import os as _os
 
@@ -19,6 +19,7 @@ _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function i
 
 from .api import gemm
 from .dispatch import batch_invariant, get_batch_invariant, get_kernel, set_batch_invariant, set_kernel, use_kernel
+from .explain import explain
 from .info import info
 from .matmul import matmul
 from .packed import PackedMatrix, pack
@@ -32,6 +33,7 @@ _set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or
 
 __all__ = [
     "batch_invariant",
+    "explain",
     "gemm",
     "get_batch_invariant",
     "get_kernel",

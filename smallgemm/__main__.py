@@ -1,4 +1,4 @@
-"""Command line: ``python -m smallgemm bench [--ladder] | info | tune``."""
+"""Command line: ``python -m smallgemm bench [--ladder] | info | tune | explain``."""
 
 from __future__ import annotations
 
@@ -85,6 +85,21 @@ def _tune(args) -> int:
     return 0
 
 
+def _explain(args) -> int:
+    from .explain import explain
+
+    (m, n, k), = args.shape
+    dtype = np.dtype(args.dtype)
+    # Storage only (np.empty touches no memory): a transposed operand is a view of its transpose.
+    a = np.empty((k, m), dtype).T if args.trans_a else np.empty((m, k), dtype)
+    b = np.empty((n, k), dtype).T if args.trans_b else np.empty((k, n), dtype)
+    if args.batch:
+        a = np.empty((args.batch, k, m), dtype).transpose(0, 2, 1) if args.trans_a else np.empty((args.batch, m, k), dtype)
+        b = np.empty((args.batch, n, k), dtype).transpose(0, 2, 1) if args.trans_b else np.empty((args.batch, k, n), dtype)
+    print(explain(a, b, threads=args.threads))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m smallgemm")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -114,6 +129,14 @@ def main(argv=None) -> int:
     t.add_argument("--top", type=int, default=10, help="rows of the result table (default 10)")
     t.add_argument("--output", help="configuration file (default: the user cache, where matmul looks)")
     t.set_defaults(func=_tune)
+    e = sub.add_parser("explain", help="how a product would be computed (strategy, tile, blocks, threads)")
+    e.add_argument("shape", type=_shapes, help="MxNxK: C is M x N, the shared dimension K")
+    e.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    e.add_argument("--trans-a", action="store_true", help="A stored transposed (a.T @ b)")
+    e.add_argument("--trans-b", action="store_true", help="B stored transposed (a @ W.T)")
+    e.add_argument("--batch", type=int, help="a stack of this many products")
+    e.add_argument("--threads", type=int, help="threads (default: the setting in force)")
+    e.set_defaults(func=_explain)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -11,9 +11,10 @@ import numbers
 
 import numpy as np
 
-from . import plan
+from . import strategies
 from .packed import PackedMatrix
-from .plan import SMALL_DONE, SMALL_PLANNED, run_small_scaled
+from .runners import run_small_scaled
+from .unpacked import SMALL_DONE, SMALL_PLANNED
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _F32, _F64 = _FLOAT_DTYPES
@@ -113,7 +114,7 @@ def gemm(
                 if route == SMALL_DONE:
                     return out
                 if route == SMALL_PLANNED:
-                    plan.run(float(alpha), op_a, op_b, float(beta), out)
+                    strategies.run(float(alpha), op_a, op_b, float(beta), out)
                     return out
                 del out  # refused: freed before the general path allocates its own
     alpha = _as_scalar(alpha, "alpha")
@@ -152,10 +153,10 @@ def gemm(
     # with c sharing memory with a or b) is computed into a fresh array first.
     if c is not None and (np.may_share_memory(out, op_a) or np.may_share_memory(out, op_b)):
         target = np.array(out, order="C") if beta != 0 else np.empty(shape, dtype=dtype)
-        plan.run(alpha, op_a, op_b, beta, target)
+        strategies.run(alpha, op_a, op_b, beta, target)
         out[...] = target
         return out
-    plan.run(alpha, op_a, op_b, beta, out)
+    strategies.run(alpha, op_a, op_b, beta, out)
     return out
 
 
@@ -182,5 +183,5 @@ def _gemm_packed(alpha, a, packed: PackedMatrix, beta, c, trans_a, trans_b, over
             out = c_in
         else:
             out = np.array(c_in, dtype=dtype) if beta != 0 else np.empty(shape, dtype=dtype)
-    plan.run_prepacked(alpha, _operand(op_a, dtype), packed, beta, out)
+    strategies.run_prepacked(alpha, _operand(op_a, dtype), packed, beta, out)
     return out

@@ -53,7 +53,7 @@ def small_stack_entry(
     ``offsets_*`` each matrix's first element): C[t] = alpha*A[t].B[t] + beta*C[t] for every
     t, one product after the other, when each is small (``unpacked.small_product_route``)
     and the stack is not worth ``workers`` threads (from ``parallel_volume`` multiply-adds in
-    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``plan.run_batch``; or
+    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or
     SMALL_REFUSED, nothing computed, for a C (an ``out=``) of another shape, with strides
     of no whole number of elements, or that may overlap A or B.
 

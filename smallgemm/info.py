@@ -8,7 +8,8 @@ import llvmlite
 import numba
 import numpy as np
 
-from . import __version__, compile_cache, cpu, dispatch, plan, threading_layer, threads
+from . import compile_cache, cpu, dispatch, plan, threading_layer, threads
+from .version import __version__
 
 
 def info() -> dict:

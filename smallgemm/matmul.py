@@ -15,9 +15,10 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import plan
+from . import plan, runners, strategies
 from .packed import PackedMatrix
-from .plan import SMALL_DONE, SMALL_PLANNED, run_small, run_small_stack
+from .runners import run_small, run_small_stack
+from .unpacked import SMALL_DONE, SMALL_PLANNED
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -109,16 +110,16 @@ def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         c[...] = 0
         return
     if c.ndim == 2:
-        plan.run(1.0, a, b, 0.0, c)
+        strategies.run(1.0, a, b, 0.0, c)
         return
     if b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
         # One B shared by a stack of A's (a linear layer): one tall product.
         a_rows, c_rows = _fold_rows(a), _fold_rows(c)
         if a_rows is not None and c_rows is not None:
-            plan.run(1.0, a_rows, b, 0.0, c_rows)
+            strategies.run(1.0, a_rows, b, 0.0, c_rows)
             return
     batch_shape = c.shape[:-2]
-    plan.run_batch(
+    strategies.run_batch(
         a[(0,) * (a.ndim - 2)],
         b[(0,) * (b.ndim - 2)],
         c[(0,) * (c.ndim - 2)],
@@ -139,7 +140,7 @@ def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     """``a @ b`` for a matrix and a vector of one float dtype, small enough for one
-    thread, through ``plan.run_vector``; None when that does not apply."""
+    thread, through ``runners.run_vector``; None when that does not apply."""
     dtype = a.dtype
     if dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
         return None
@@ -158,9 +159,9 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     c = np.empty(length, dtype)
     if s0 == size:  # the columns of mat are contiguous: dots of them with v
-        plan.run_vector(v, mat.T, c, True)
+        runners.run_vector(v, mat.T, c, True)
     elif s1 == size:  # its rows: v streams them in order
-        plan.run_vector(v, mat, c, False)
+        runners.run_vector(v, mat, c, False)
     else:
         return None
     return c
@@ -177,7 +178,7 @@ def matmul(
     """
     if type(a) is _NDARRAY and type(b) is _NDARRAY:
         # The common cases with the least Python between the call and the kernel, which
-        # checks the rest (plan.run_small, plan.run_small_stack): an ``out`` of the
+        # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the
         # operands' dtype and dimensions goes there too; the compiled way in checks its
         # shape and strides and leaves it to the general path where it may overlap an operand.
         ndim_a, ndim_b = a.ndim, b.ndim
@@ -206,7 +207,7 @@ def matmul(
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
-                    plan.run(1.0, rows, b, 0.0, c_rows)
+                    strategies.run(1.0, rows, b, 0.0, c_rows)
                     return c
                 del c, c_rows  # refused: freed before the general path allocates its own
         elif ours and ndim_a == 3 and ndim_b == 3:
@@ -221,7 +222,7 @@ def matmul(
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:
-                    plan.run_batch(a[0], b[0], c[0], *offsets)
+                    strategies.run_batch(a[0], b[0], c[0], *offsets)
                     return c
                 del c  # refused: freed before the general path allocates its own
         if out is None and ndim_a + ndim_b == 3:
@@ -329,10 +330,10 @@ def _matmul_packed(a, packed: PackedMatrix, out):
         # of a 4096x4096x1024 float32 product).
         target = out[np.newaxis, :] if a.ndim == 1 else _fold_rows(out)
         if target is not None and _writable_target(out, packed.dtype, rows, packed.data):
-            plan.run_prepacked(1.0, rows, packed, 0.0, target)
+            strategies.run_prepacked(1.0, rows, packed, 0.0, target)
             return out
     c = np.empty((rows.shape[0], n), dtype=packed.dtype)
-    plan.run_prepacked(1.0, rows, packed, 0.0, c)
+    strategies.run_prepacked(1.0, rows, packed, 0.0, c)
     result = c.reshape(result_shape)
     if out is None:
         return result[()] if result.ndim == 0 else result

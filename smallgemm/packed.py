@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dispatch, plan
+from . import dispatch, plan, runners
 from .workspace import aligned_empty
 
 
@@ -78,5 +78,5 @@ def pack(b, trans: bool = False) -> PackedMatrix:
     padded = sum(-(-min(sizes.nc, n - jc) // nr) * nr for jc in range(0, n, sizes.nc))
     data = aligned_empty(max(1, k * padded), arr.dtype)
     if k and n:
-        plan.pack_operand(kernel, op, sizes, data)
+        runners.pack_operand(kernel, op, sizes, data)
     return PackedMatrix(data, (k, n), kernel.name, sizes.kc, sizes.nc, bool(trans))

@@ -13,7 +13,7 @@ omp (GNU)  yes          no         a child forked after a parallel region in its
                                    parent (or an ancestor) runs its products on one
                                    thread: GNU OpenMP's pool is gone in the child, and
                                    Numba terminates a child that starts a region
-workqueue  no           yes        one parallel product at a time (``plan``'s lock);
+workqueue  no           yes        one parallel product at a time (``runners.in_parallel``);
                                    concurrent callers run on their own thread
 =========  ===========  =========  ===================================================
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from threadpoolctl import LibController, register
 
-from . import __version__, threading_layer, threads
+from . import threading_layer, threads
+from .version import __version__
 
 
 class SmallgemmController(LibController):

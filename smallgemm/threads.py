@@ -36,7 +36,8 @@ def _default() -> int:
     return 1 if multiprocessing.parent_process() is not None else numba.config.NUMBA_NUM_THREADS
 
 
-def _checked(n) -> int:
+def checked(n) -> int:
+    """``n`` as a thread count; TypeError or ValueError when it is not a positive integer."""
     if isinstance(n, (bool, float)) or not isinstance(n, numbers.Integral):
         raise TypeError(f"the number of threads must be an integer, got {type(n).__name__} {n!r}")
     if n < 1:
@@ -47,7 +48,7 @@ def _checked(n) -> int:
 def set_num_threads(n: int) -> None:
     """Use at most ``n`` threads per product, in every Python thread."""
     global _num_threads
-    n = _checked(n)
+    n = checked(n)
     with _lock:
         _num_threads = n
 
@@ -67,7 +68,7 @@ def workers() -> int:
 def num_threads(n: int) -> Iterator[None]:
     """Use ``n`` threads inside a ``with`` block; the previous setting is restored after."""
     global _num_threads
-    n = _checked(n)
+    n = checked(n)
     with _lock:
         previous = _num_threads
         _num_threads = n

@@ -83,7 +83,7 @@ def random_matrix(rng, shape, dtype, order="C"):
 def plan_limits(**values):
     """plan's limits (its module constants: UNPACKED_MAX_VOLUME, FEW_ROWS_MAX, ...) set to
     ``values`` inside a with block.  A thread's prepared state binds some of them when it
-    is built (matmul's small-matrix way in, ``plan.run_small``), so the states are rebuilt
+    is built (matmul's small-matrix way in, ``runners.run_small``), so the states are rebuilt
     on entry and on exit: a limit changed after a product is never silently ignored."""
     try:
         with pytest.MonkeyPatch.context() as patch:

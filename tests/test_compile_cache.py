@@ -5,7 +5,6 @@ import importlib
 import os
 import subprocess
 import sys
-import textwrap
 
 import smallgemm
 from smallgemm import compile_cache, unpacked

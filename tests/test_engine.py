@@ -13,7 +13,7 @@ import smallgemm
 from numba import types
 from reference import assert_close
 from conftest import forced_kernel, random_matrix
-from smallgemm import plan
+from smallgemm import entries, plan, prepared
 from smallgemm.driver import gemm_entry
 from smallgemm.kernels import KERNELS
 from smallgemm.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_entry
@@ -180,40 +180,40 @@ def test_identity_is_exact(kernel, dtype, tiny_blocks):
 
 
 def test_every_change_of_kernel_or_batch_invariance_reaches_the_next_call(dtype):
-    """The prepared state a call takes (``plan.current_prepared``, which does not ask for the
+    """The prepared state a call takes (``prepared.current_prepared``, which does not ask for the
     kernel while nothing changed) follows every change: kernel forced and restored, batch
     invariance given up and back, through the functions and the context managers."""
     a = np.ones((16, 16), dtype)
     names = [kernel.name for kernel in KERNELS]
     for name in names + names[::-1]:
         with forced_kernel(name):
-            assert plan.current_prepared(dtype).kernel.name == name
+            assert prepared.current_prepared(dtype).kernel.name == name
             np.testing.assert_array_equal(smallgemm.matmul(a, a), np.full((16, 16), 16, dtype))
             before = smallgemm.get_batch_invariant()
             for invariant in (not before, before):  # given up (or back), then restored
                 outside = smallgemm.get_batch_invariant()
                 with smallgemm.batch_invariant(invariant):
-                    assert plan.current_prepared(dtype).lane_sums is not invariant
-                assert plan.current_prepared(dtype).lane_sums is not outside
+                    assert prepared.current_prepared(dtype).lane_sums is not invariant
+                assert prepared.current_prepared(dtype).lane_sums is not outside
                 smallgemm.set_batch_invariant(invariant)
-                assert plan.current_prepared(dtype).lane_sums is not invariant
+                assert prepared.current_prepared(dtype).lane_sums is not invariant
             assert smallgemm.get_batch_invariant() is before
-    assert plan.current_prepared(dtype).kernel is smallgemm.dispatch.current()
+    assert prepared.current_prepared(dtype).kernel is smallgemm.dispatch.current()
 
 
 def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
-    prep = plan._Prepared(kernel, dtype, plan._version)
+    prep = prepared._Prepared(kernel, dtype, plan._version)
     names = ("blocked", "unpacked", "small", "small_scaled", "batched", "small_stack", "vector")
-    assert all(isinstance(getattr(prep, name), plan._FirstUse) for name in names)
+    assert all(isinstance(getattr(prep, name), prepared._FirstUse) for name in names)
     rng = np.random.default_rng(5)
     a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
     c = np.full((5, 3), np.nan, dtype)
     prep.unpacked(False, prep.scalar(1.0), prep.scalar(0.0), a, b, c)
     assert_close(c, 1.0, a, b)
-    assert prep.unpacked.func is plan._UNPACKED.get(kernel, dtype)  # the native entry, in the slot
-    assert [isinstance(getattr(prep, name), plan._FirstUse) for name in names] == [
+    assert prep.unpacked.func is entries.UNPACKED.get(kernel, dtype)  # the native entry, in the slot
+    assert [isinstance(getattr(prep, name), prepared._FirstUse) for name in names] == [
         True, False, True, True, True, True, True
     ]
 
@@ -222,9 +222,9 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     """Until some product has needed the unpacked entry, the small-matrix slot sends every
     product to the general path (SMALL_REFUSED) instead of compiling the entry to decide;
     the small-stack slot waits for either the batch entry or the unpacked one."""
-    prep = plan._Prepared(kernel, dtype, plan._version)
-    fresh = plan.Entry(plan._UNPACKED.dispatcher, plan._UNPACKED.kinds)  # nothing fetched yet
-    small = plan._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
+    prep = prepared._Prepared(kernel, dtype, plan._version)
+    fresh = entries.Entry(entries.UNPACKED.dispatcher, entries.UNPACKED.kinds)  # nothing fetched yet
+    small = prepared._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
     prep.small = small
     a = np.ones((16, 16), dtype)
     c = np.full((16, 16), np.nan, dtype)
@@ -237,9 +237,9 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     offsets = [np.arange(2, dtype=np.int64) * 256] * 3
     stack_bound = prep.small_stack.bound
     for ready in ("batched", "unpacked"):
-        waited = {name: plan.Entry(entry.dispatcher, entry.kinds)
-                  for name, entry in (("batched", plan._BATCHED), ("unpacked", plan._UNPACKED))}
-        stack = plan._FirstSmall(prep, "small_stack", plan._SMALL_STACK, stack_bound,
+        waited = {name: entries.Entry(entry.dispatcher, entry.kinds)
+                  for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))}
+        stack = prepared._FirstSmall(prep, "small_stack", entries.SMALL_STACK, stack_bound,
                                  tuple(waited.values()), SMALL_REFUSED)
         prep.small_stack = stack
         assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_REFUSED and np.isnan(c3).all()

@@ -7,7 +7,7 @@ import pytest
 from numba import njit
 
 import smallgemm
-from smallgemm import blocking, entry, parallel, plan, simd, unpacked
+from smallgemm import blocking, entry, parallel, plan, prepared, runners, simd, strategies, unpacked
 from conftest import blocked_product, plan_limits, random_matrix
 from reference import assert_close
 
@@ -78,14 +78,14 @@ def test_gemv_across_column_chunks(kernel, dtype):
     assert_close(smallgemm.gemm(2.0, big[3:4], w, beta=-1.0, c=c), 2.0, big[3:4], w, -1.0, c)
 
 
-@pytest.mark.parametrize("k", [1, unpacked.AXPY_ROWS - 1, unpacked.AXPY_ROWS, 2 * unpacked.AXPY_ROWS + 3, 61])
+@pytest.mark.parametrize("k", [1, simd.AXPY_ROWS - 1, simd.AXPY_ROWS, 2 * simd.AXPY_ROWS + 3, 61])
 def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
     """One row streams B's rows a group at a time: KC blocks that end inside a group, a
     depth shorter than a group, edge columns: right, and the blocked driver's bits."""
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     n = 3 * lanes + 5
-    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * unpacked.AXPY_ROWS + 1))
+    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * simd.AXPY_ROWS + 1))
     try:
         x = random_matrix(rng, (2, k), dtype)
         for name, w in (("row_major", random_matrix(rng, (k, n), dtype)),
@@ -119,7 +119,7 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
         np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got)
 
 
-@pytest.mark.parametrize("kc", [None, 2 * unpacked.AXPY_ROWS_WIDE + 3])
+@pytest.mark.parametrize("kc", [None, 2 * simd.AXPY_ROWS_WIDE + 3])
 def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     """A B large enough for the single-row stream to add its rows in wide groups (512-bit
     kernels; the others keep groups of AXPY_ROWS): KC blocks that end inside a group, edge
@@ -127,7 +127,7 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     rng = np.random.default_rng(9)
     n = unpacked.GEMV_CHUNK + 3  # a second chunk of edge columns
     k = unpacked.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
-    assert n * k * dtype.itemsize >= unpacked.GEMV_WIDE_MIN_BYTES and k % unpacked.AXPY_ROWS_WIDE
+    assert n * k * dtype.itemsize >= unpacked.GEMV_WIDE_MIN_BYTES and k % simd.AXPY_ROWS_WIDE
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     if kc is not None:
@@ -513,7 +513,7 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, 
     if everywhere:
         limits(TURNED_FEW_ROWS_KERNELS=frozenset({"avx512", "avx2", "portable"}))
     narrow, wide = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
-    turned_rows = plan.current_prepared(dtype).turned_rows
+    turned_rows = prepared.current_prepared(dtype).turned_rows
     if dtype.itemsize == 8:  # from 2 rows to two main strips
         expected = tuple(range(2, 2 * wide + 1))
     else:  # one strip of either tile
@@ -632,13 +632,13 @@ def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
     w = random_matrix(rng, (k, n), dtype)
     packed = smallgemm.pack(w)
     targets = []
-    real = plan.run_prepacked
+    real = strategies.run_prepacked
 
     def recording(alpha, a, p, beta, c):
         targets.append(c)
         real(alpha, a, p, beta, c)
 
-    monkeypatch.setattr(plan, "run_prepacked", recording)
+    monkeypatch.setattr(strategies, "run_prepacked", recording)
     for x in (random_matrix(rng, (k,), dtype), random_matrix(rng, (5, k), dtype), random_matrix(rng, (2, 3, k), dtype)):
         expected = smallgemm.matmul(x, w)
         wide = np.full(x.shape[:-1] + (2 * n,), 7.0, dtype)
@@ -667,8 +667,8 @@ def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, mo
     more: row-block tasks) give the bits of the one-thread unpacked operand."""
     limits(PARALLEL_MIN_VOLUME={4: 0, 8: 0}, PARALLEL_MIN_STREAM=0)
     ran = []
-    real = plan.run_prepacked_parallel
-    monkeypatch.setattr(plan, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))
+    real = runners.run_prepacked_parallel
+    monkeypatch.setattr(runners, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))
     rng = np.random.default_rng(6)
     k, n = 3 * tiny_blocks.kc + 2, 3 * tiny_blocks.nc + 5
     w = random_matrix(rng, (n, k) if trans else (k, n), dtype)
@@ -778,13 +778,13 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     parallel_runs = []
-    original = plan.run_unpacked_parallel
+    original = runners.run_unpacked_parallel
 
     def recording(*args, **kwargs):
         parallel_runs.append(args[-1])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(plan, "run_unpacked_parallel", recording)
+    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
     results = []
     for threads in (1, 2, 3, 8):
         with smallgemm.num_threads(threads):

@@ -140,12 +140,12 @@ def test_empty_and_zero_k(dtype):
 
 
 def test_the_small_way_in_of_gemm(kernel, dtype):
-    """``plan.run_small_scaled`` (gemm's way in for small matrices) computes small products
+    """``runners.run_small_scaled`` (gemm's way in for small matrices) computes small products
     with alpha and beta into a new array or an overwritten c of any layout, bitwise as the
     planner; it refuses, untouched, a c of another shape or on an operand, which the
     general path then rejects or computes through a copy; beta == 0 never reads c."""
     from conftest import random_matrix
-    from smallgemm import plan
+    from smallgemm import runners, strategies
     from smallgemm.unpacked import SMALL_DONE, SMALL_REFUSED
 
     rng = np.random.default_rng(21)
@@ -155,7 +155,7 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     for alpha, beta in ((1.0, 0.0), (-0.5, 2), (2, 1.0), (0.0, 1.0)):
         expected = np.empty((13, 11), dtype)
         np.copyto(expected, c0)
-        plan.run(float(alpha), a.T, b, float(beta), expected)  # the planner's bits
+        strategies.run(float(alpha), a.T, b, float(beta), expected)  # the planner's bits
         for layout in ("C", "F", "strided"):
             if layout == "strided":
                 c = np.full((13, 33), np.nan, dtype)[:, ::3]
@@ -165,7 +165,7 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
             if beta == 0:
                 c[...] = np.nan
             before = c.copy()
-            assert plan.run_small_scaled(alpha, a.T, b, beta, c, dtype) == SMALL_DONE
+            assert runners.run_small_scaled(alpha, a.T, b, beta, c, dtype) == SMALL_DONE
             np.testing.assert_array_equal(c, expected, err_msg=f"{alpha} {beta} {layout}")
             c[...] = before
             got = smallgemm.gemm(alpha, a, b, beta=beta, c=c, trans_a=True, overwrite_c=True)
@@ -176,7 +176,7 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     other = random_matrix(rng, (9, 9), dtype)
     for name, c in (("c of another shape", np.zeros((9, 8), dtype)), ("c is a", square)):
         before = c.copy()
-        assert plan.run_small_scaled(1.0, square, other, 1.0, c, dtype) == SMALL_REFUSED, name
+        assert runners.run_small_scaled(1.0, square, other, 1.0, c, dtype) == SMALL_REFUSED, name
         np.testing.assert_array_equal(c, before, err_msg=name)
     with pytest.raises(ValueError, match=r"\(9, 8\)"):
         smallgemm.gemm(1.0, square, other, beta=1.0, c=np.zeros((9, 8), dtype), overwrite_c=True)

@@ -6,7 +6,7 @@ import pytest
 import smallgemm
 from conftest import plan_limits, random_matrix
 from reference import assert_close
-from smallgemm import plan
+from smallgemm import plan, runners, strategies
 from smallgemm.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 
 SHAPE_PAIRS = [
@@ -212,7 +212,7 @@ def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dty
 
 
 def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
-    """``plan.run_small`` (matmul's way in for small matrices) computes small products along
+    """``runners.run_small`` (matmul's way in for small matrices) computes small products along
     contiguous rows and leaves every other one, untouched, to the planner or to the general
     path: each route gives matmul's result against the reference, bitwise as ``out=``."""
     rng = np.random.default_rng(12)
@@ -237,7 +237,7 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     for name, a, b, route in cases:
         a0, b0 = a.copy(), b.copy()
         c = np.full((a.shape[0], b.shape[1]), np.nan, dtype)
-        assert plan.run_small(a, b, c, dtype) == route, name
+        assert runners.run_small(a, b, c, dtype) == route, name
         if route == SMALL_DONE:
             assert_close(c, 1.0, a, b)
         else:
@@ -254,9 +254,9 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     a, b = random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype)
     c = np.empty((16, 16), dtype)
     with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
-        assert plan.run_small(a, b, c, dtype) == SMALL_PLANNED
-    assert plan.run_small(a, b, c, dtype) == SMALL_DONE
-    _check_outs(lambda left, right, out: plan.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b))
+        assert runners.run_small(a, b, c, dtype) == SMALL_PLANNED
+    assert runners.run_small(a, b, c, dtype) == SMALL_DONE
+    _check_outs(lambda left, right, out: runners.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b))
 
 
 def _check_outs(small_way, a, b, expected):
@@ -291,21 +291,21 @@ def _outs(a, b, shape, dtype):
 
 
 def _run_batch_bits(a, b):
-    """``a @ b`` for two stacks through ``plan.run_batch`` (the way every stack took before
+    """``a @ b`` for two stacks through ``strategies.run_batch`` (the way every stack took before
     the small-stack entry): the bits that entry must give."""
     count, m, _ = a.shape
     n, size = b.shape[2], a.itemsize
     c = np.empty((count, m, n), a.dtype)
     offsets = [np.arange(count, dtype=np.int64) * step for step in (a.strides[0] // size, b.strides[0] // size, m * n)]
-    plan.run_batch(a[0], b[0], c[0], *offsets)
+    strategies.run_batch(a[0], b[0], c[0], *offsets)
     return c
 
 
 @pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided"])
 def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, monkeypatch):
-    """``plan.run_small_stack`` (matmul's way in for two stacks along one batch axis) computes
+    """``runners.run_small_stack`` (matmul's way in for two stacks along one batch axis) computes
     stacks of small products along contiguous rows of B, one thread, with the bits of
-    ``plan.run_batch`` and of lone products, and leaves every other stack, untouched, to
+    ``strategies.run_batch`` and of lone products, and leaves every other stack, untouched, to
     ``run_batch``: a product past the small limit, B transposed, a narrow C of many rows, or
     a stack worth the threads (but on one thread the same stack is small again)."""
     rng = np.random.default_rng(13)
@@ -327,7 +327,7 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         ("the same on one thread", parallel_count, 16, 16, 16, "C", 1, SMALL_DONE),
     ]
     batches = []
-    monkeypatch.setattr(plan, "run_batch", lambda *args, _run=plan.run_batch: (batches.append(args), _run(*args)))
+    monkeypatch.setattr(strategies, "run_batch", lambda *args, _run=strategies.run_batch: (batches.append(args), _run(*args)))
     for name, count, m, k, n, b_layout, threads, route in cases:
         a = _stack(rng, (count, m, k), dtype, layout)
         b = _stack(rng, (count, k, n), dtype, b_layout)
@@ -340,7 +340,7 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
             offset.flags.writeable = False
         c = np.full((count, m, n), np.nan, dtype)
         with smallgemm.num_threads(threads):
-            assert plan.run_small_stack(a, b, c, *offsets, dtype) == route, name
+            assert runners.run_small_stack(a, b, c, *offsets, dtype) == route, name
             del batches[:]
             got = smallgemm.matmul(a, b)
         assert len(batches) == (route != SMALL_DONE), name
@@ -357,13 +357,13 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     a, b = _stack(rng, (4, 16, 16), dtype, layout), _stack(rng, (4, 16, 16), dtype, "C")
     offsets = [np.arange(4, dtype=np.int64) * step for step in (a.strides[0] // dtype.itemsize, 256, 256)]
     with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
-        assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
-    assert plan.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
+        assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
+    assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
     a = np.ascontiguousarray(a)
 
     def small_stack(left, right, out):
         steps = (256, 256, out.strides[0] // dtype.itemsize)
-        return plan.run_small_stack(left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype)
+        return runners.run_small_stack(left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype)
 
     _check_outs(small_stack, a, b, _run_batch_bits(a, b))
 

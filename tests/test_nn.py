@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import nn, plan
+from smallgemm import nn, runners
 from smallgemm.nn import backend
 
 
@@ -195,8 +195,8 @@ def train(threads, optimizer, epochs=3, seed=0):
 def test_training_reduces_loss_and_is_reproducible_across_threads(optimizer, monkeypatch):
     parallel_runs = []
     for name in ("run_parallel", "run_unpacked_parallel"):
-        real = getattr(plan, name)
-        monkeypatch.setattr(plan, name, lambda *args, real=real: parallel_runs.append(1) or real(*args))
+        real = getattr(runners, name)
+        monkeypatch.setattr(runners, name, lambda *args, real=real: parallel_runs.append(1) or real(*args))
     losses1, weights1 = train(1, optimizer)
     assert not parallel_runs
     losses2, weights2 = train(2, optimizer)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import blocking, dispatch, plan, workspace
+from smallgemm import blocking, dispatch, plan, prepared, runners, workspace
 from conftest import random_matrix
 from reference import assert_close
 
@@ -80,7 +80,7 @@ def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
 def test_prepared_state_remembers_block_sizes_by_depth(kernel, dtype):
     """``sizes_for_depth`` gives ``BlockSizes.for_depth``, and forgets rather than grows
     past DEPTHS_REMEMBERED depths."""
-    prep = plan.prepared(kernel, dtype)
+    prep = prepared.prepared(kernel, dtype)
     for k in range(1, 3 * plan.DEPTHS_REMEMBERED):
         assert prep.sizes_for_depth(k) == prep.sizes.for_depth(k, kernel.mr())
         assert len(prep.depth_sizes) <= plan.DEPTHS_REMEMBERED
@@ -143,9 +143,9 @@ def test_stacks_on_threads_give_the_bits_of_lone_products(kernel, dtype, tiny_bl
     """A stack's products shared out between workers, or each on all of them, come out
     bitwise as lone products on one thread, whatever the thread count."""
     ran = set()
-    for name in ("_run_batch_tasks", "_run_batch_each_parallel"):
-        original = getattr(plan, name)
-        monkeypatch.setattr(plan, name, lambda *args, _name=name, _run=original: (ran.add(_name), _run(*args)))
+    for name in ("run_batch_tasks", "run_batch_each_parallel"):
+        original = getattr(runners, name)
+        monkeypatch.setattr(runners, name, lambda *args, _name=name, _run=original: (ran.add(_name), _run(*args)))
     a, b = stack_operands(np.random.default_rng(count), kernel, dtype, tiny_blocks, case, count)
     results = []
     for workers in THREAD_COUNTS:
@@ -162,7 +162,7 @@ def test_stacks_on_threads_give_the_bits_of_lone_products(kernel, dtype, tiny_bl
     if count == 1:
         assert not ran
     else:
-        assert ran == ({"_run_batch_tasks", "_run_batch_each_parallel"} if count < 8 else {"_run_batch_tasks"})
+        assert ran == ({"run_batch_tasks", "run_batch_each_parallel"} if count < 8 else {"run_batch_tasks"})
 
 
 def run_logged(kernel, dtype, m, n, k, workers, seed):
@@ -172,8 +172,8 @@ def run_logged(kernel, dtype, m, n, k, workers, seed):
     b = random_matrix(rng, (k, n), dtype)
     c = np.empty((m, n), dtype)
     first_log, second_log = np.zeros(1000, np.int64), np.zeros(1000, np.int64)
-    prep = plan.prepared(kernel, dtype)
-    plan.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, first_log, second_log)
+    prep = prepared.prepared(kernel, dtype)
+    runners.run_parallel(prep, kernel, dtype, 1.0, 0.0, a, b, c, workers, first_log, second_log)
     assert_close(c, 1.0, a, b)
     return a, b, c, first_log, second_log
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import blocking, cpu, dispatch, plan, threads
+from .. import blocking, cpu, dispatch, plan, strategies, threads
 from ..kernels import Kernel, kernel_by_name
 
-SCOPES = ("compute", "end_to_end")  # plan.run on ready operands | the public matmul call
+SCOPES = ("compute", "end_to_end")  # strategies.run on ready operands | the public matmul call
 ALLOCATIONS = ("reused", "fresh")  # one output buffer for every call | a new one per call
 DTYPES = ("float32", "float64")
 # Packing workspace above this is refused: 64 MiB is far beyond any cache, so a
@@ -179,12 +179,12 @@ def execute_candidate(
 
     None when the candidate is invalid (see ``invalid_reason``) or the operands
     are not two 2-D arrays of its dtype with matching inner dimensions.  ``run``
-    replaces ``plan.run`` (same signature, C = alpha A B + beta C): the hook by
+    replaces ``strategies.run`` (same signature, C = alpha A B + beta C): the hook by
     which a test injects a broken product and checks it is caught.
     """
     if invalid_reason(candidate, workspace_limit) is not None or not _valid_operands(candidate, a, b):
         return None
     c = np.empty((a.shape[0], b.shape[1]), dtype=candidate.dtype)
     with configured(candidate):
-        (run or plan.run)(1.0, a, b, 0.0, c)
+        (run or strategies.run)(1.0, a, b, 0.0, c)
     return c

@@ -23,7 +23,8 @@ import llvmlite
 import numba
 import numpy as np
 
-from .. import __version__, blocking, cpu, plan, settings
+from .. import blocking, cpu, plan, settings
+from ..version import __version__
 from ..kernels import kernel_by_name
 
 SCHEMA_VERSION = "mmkts_1"

@@ -19,7 +19,7 @@ from typing import TextIO
 
 import numpy as np
 
-from .. import blocking, plan
+from .. import blocking, plan, strategies
 from ..kernels import kernel_by_name
 from ..matmul import matmul
 from .candidates import (
@@ -192,7 +192,7 @@ def search(
 
     ``budget`` bounds the timing (seconds; every valid candidate is timed at
     least once); validation always runs in full.  ``candidates`` overrides the
-    enumeration; ``run`` replaces ``plan.run`` (compute scope) for tests.
+    enumeration; ``run`` replaces ``strategies.run`` (compute scope) for tests.
     """
     k = kernel_by_name(kernel)
     dt = np.dtype(dtype)
@@ -219,7 +219,7 @@ def search(
     if not valid:
         return result
 
-    run = run or plan.run
+    run = run or strategies.run
     problems = []
     for shape in shapes:
         a, b = operands(seed, shape, dt)

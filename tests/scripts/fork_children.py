@@ -18,12 +18,12 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 import smallgemm
-from smallgemm import plan, threading_layer, threads
+from smallgemm import runners, threading_layer, threads
 
 # Serial, parallel (two threads), parallel: float32 and float64.
 SHAPES = [(64, 64, 64, "float32"), (300, 200, 500, "float32"), (400, 300, 350, "float64")]
 _parallel_runs = []
-_in_parallel = plan._in_parallel
+_in_parallel = runners.in_parallel
 
 
 def _counting_in_parallel(*args):
@@ -32,7 +32,7 @@ def _counting_in_parallel(*args):
     return ran
 
 
-plan._in_parallel = _counting_in_parallel  # installed again by each spawned child's import of this file
+runners.in_parallel = _counting_in_parallel  # installed again by each spawned child's import of this file
 
 
 def operands(shape):

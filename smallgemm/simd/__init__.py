@@ -1,0 +1,83 @@
+"""SIMD layer: Numba types and intrinsics over LLVM vector types.
+
+This is the only module of smallgemm that writes LLVM IR.  Everything above it
+reads as plain loops over pointers and vector values.
+
+Why intrinsics: a Numba loop nest that keeps the C tile in a local array runs at
+3 % of the FMA peak (the tile lives on the heap), and one scalar local per
+accumulator reaches ~14 % (LLVM vectorises over k, not over the tile).  An
+explicit tile of LLVM vectors, updated by one rank-1 intrinsic per k, compiles to
+nothing but broadcasts, loads and vector FMAs (~97 % of peak, docs/design.md).
+
+A kernel's geometry is a :class:`TileShape` value passed as an argument; its
+Numba type carries rows, vectors per row, vector bits and the multiply-add rule,
+so Numba compiles (and caches) one specialisation per kernel and dtype and the
+shape is a compile-time constant everywhere.
+
+Memory is addressed through ``CPointer`` values plus signed element offsets:
+negative strides are plain negative offsets, and no index is wrapped or
+bounds-checked in the hot loops.
+"""
+
+from __future__ import annotations
+
+from .types import RowDotsRuleType, TileShape, TileShapeType, TileType  # noqa: F401
+from .memory import (  # noqa: F401
+    address,
+    advance,
+    atomic_fetch_add,
+    buffer_at,
+    copy_vector,
+    copy_vector_streaming,
+    elements_to_line_boundary,
+    elements_to_vector_boundary,
+    line_elements,
+    multiply_add,
+    prefetch_read,
+    prefetch_read_l2,
+    resident_depth,
+    row_dots_rule,
+    store_fence,
+    sums_lane_wise,
+    tile_cols,
+    tile_lanes,
+    tile_rows,
+    tile_step_fmas,
+    tile_with_rows,
+    zero_of,
+)
+from .tile import (  # noqa: F401
+    ACCUMULATE,
+    OVERWRITE,
+    ResidentType,
+    SCALE,
+    panel_prefetch,
+    resident_b,
+    resident_product,
+    tile_load,
+    tile_prefetch,
+    tile_rank1,
+    tile_rank1_direct,
+    tile_store,
+    tile_write,
+    tile_write_part,
+    tile_zero,
+)
+from .pack import copy_column, fma_throughput_loop, pack_a_rows_block, pack_b_cols_block  # noqa: F401
+from .dots import (  # noqa: F401
+    AXPY_ROWS,
+    AXPY_ROWS_WIDE,
+    LANE_DOT_ROWS,
+    axpy_rows,
+    axpy_rows_wide,
+    axpy_vector,
+    dot_pair_zero,
+    dot_steps,
+    dot_tail,
+    dot_zero,
+    lane_dot_steps,
+    lane_dot_sums,
+    lane_dot_tail,
+    lane_dot_width,
+    lane_dot_zero,
+)

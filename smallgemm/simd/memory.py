@@ -1,0 +1,316 @@
+"""Intrinsics over pointers and single vectors: addresses and offsets, compile-time
+shape constants, vector copies, atomics, fences and prefetches.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from .types import (
+    RowDotsRuleType,
+    TileShape,
+    TileShapeType,
+    _I64,
+    _OUTER_LEVELS,
+    _READ,
+    _declare_fma,
+    _float_pointer,
+    _itemsize,
+    _lane_type,
+    _prefetch,
+    _vector_ptr,
+    _vector_type,
+)
+
+
+# --- scalars and pointers -------------------------------------------------------
+
+
+@intrinsic
+def address(typingctx, arr):
+    """Pointer to element [0, ..., 0] of an array, whatever its strides."""
+    if not isinstance(arr, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return types.CPointer(arr.dtype)(arr), codegen
+
+
+@intrinsic
+def buffer_at(typingctx, addr, like):
+    """Pointer to ``like``'s elements at the integer address ``addr``: a workspace that the
+    caller keeps alive, passed to an entry as its address (an int unboxes for nothing, an
+    array for ~0.05 us: a tenth of a 16x16 product's native call)."""
+    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+        return None
+    pointer = types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(addr, like), codegen
+
+
+@intrinsic
+def zero_of(typingctx, ptr):
+    """Zero in the element type of ``ptr``: the padding of packed panels (a zero made
+    from an element, ``buf[0] * 0``, is NaN when that element is an infinity)."""
+    dtype = _float_pointer(ptr)
+    if dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(dtype, 0)
+
+    return dtype(ptr), codegen
+
+
+@intrinsic
+def advance(typingctx, ptr, count):
+    """``ptr + count`` elements (pointer arithmetic, e.g. one thread's part of a buffer)."""
+    if not isinstance(ptr, types.CPointer) or not isinstance(count, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return ptr(ptr, count), codegen
+
+
+def _elements_to_boundary(boundary_bytes):
+    """An intrinsic ``f(shape, ptr, offset)``: elements from ``ptr + offset`` to the next
+    address that is a multiple of ``boundary_bytes(TileShape, itemsize)`` (0 when it is
+    one, and when the address is not a multiple of the element size: such a pointer
+    never reaches one)."""
+
+    def typer(typingctx, shape, ptr, offset):
+        dtype = _float_pointer(ptr)
+        if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(offset, types.Integer):
+            return None
+        size = _itemsize(dtype)
+        boundary = boundary_bytes(shape.shape, size)
+
+        def codegen(context, builder, signature, args):
+            _, p, off = args
+            at = builder.ptrtoint(builder.gep(p, [off]), _I64)
+            into = builder.and_(at, ir.Constant(_I64, boundary - 1))
+            to_boundary = builder.and_(builder.sub(ir.Constant(_I64, boundary), into), ir.Constant(_I64, boundary - 1))
+            whole = builder.icmp_unsigned("==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0))
+            return builder.select(whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0))
+
+        return types.int64(shape, ptr, offset), codegen
+
+    return intrinsic(typer)
+
+
+elements_to_vector_boundary = _elements_to_boundary(lambda s, size: s.lanes(size) * size)
+elements_to_vector_boundary.__doc__ = (
+    "elements_to_vector_boundary(shape, ptr, offset): elements to the next multiple of the shape's "
+    "vector size; loads from there on never straddle two lines."
+)
+elements_to_line_boundary = _elements_to_boundary(lambda s, size: 64)
+elements_to_line_boundary.__doc__ = (
+    "elements_to_line_boundary(shape, ptr, offset): elements to the next 64-byte cache line; strips "
+    "of whole lines from there on read no line twice."
+)
+
+
+@intrinsic
+def multiply_add(typingctx, shape, x, y, z):
+    """x*y + z with the shape's rule: fused (one rounding) or ``llvm.fmuladd``.
+
+    Scalar edge code uses this so that it rounds exactly as the vector tile does.
+    """
+    if not isinstance(shape, TileShapeType) or x not in (types.float32, types.float64):
+        return None
+    if y != x or z != x:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fn = _declare_fma(builder.module, shape.shape.fused, _lane_type(x))
+        return builder.call(fn, args[1:])
+
+    return x(shape, x, y, z), codegen
+
+
+def _shape_constant(value, needs_pointer: bool):
+    """An intrinsic returning ``value(TileShape, itemsize)`` as a compile-time int64."""
+
+    def typer(typingctx, shape, ptr=None):
+        dtype = _float_pointer(ptr) if needs_pointer else types.float64
+        if not isinstance(shape, TileShapeType) or dtype is None:
+            return None
+        constant = ir.Constant(_I64, value(shape.shape, _itemsize(dtype)))
+
+        def codegen(context, builder, signature, args):
+            return constant
+
+        return (types.int64(shape, ptr) if needs_pointer else types.int64(shape)), codegen
+
+    if needs_pointer:
+        return intrinsic(lambda typingctx, shape, ptr: typer(typingctx, shape, ptr))
+    return intrinsic(lambda typingctx, shape: typer(typingctx, shape))
+
+
+tile_rows = _shape_constant(lambda s, size: s.rows, needs_pointer=False)
+tile_rows.__doc__ = "tile_rows(shape): MR of the shape, as a compile-time constant."
+tile_cols = _shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
+tile_cols.__doc__ = "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
+tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
+tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
+line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
+line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
+tile_step_fmas = _shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
+tile_step_fmas.__doc__ = "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
+resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
+resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+
+
+@intrinsic
+def row_dots_rule(typingctx, shape, lane_sums):
+    """row_dots_rule(shape, lane_sums): the GEMV tile ``shape`` as the row-dots rule that
+    sums lane-wise when ``lane_sums`` (a run-time bool: an entry takes it as an argument,
+    which unboxes for nothing, where an attribute of the tile would be looked up by name
+    on every call)."""
+    if type(shape) is not TileShapeType or not isinstance(lane_sums, types.Boolean):
+        return None
+    rule = RowDotsRuleType(shape.shape)
+
+    def codegen(context, builder, signature, args):
+        return builder.zext(args[1], ir.IntType(8))
+
+    return rule(shape, lane_sums), codegen
+
+
+@intrinsic
+def sums_lane_wise(typingctx, shape):
+    """sums_lane_wise(shape): whether a row-dots rule sums lane-wise (the opt-in), read from
+    the value at run time: one compiled rule serves both settings.  False for a plain
+    TileShape (no flag travels with it)."""
+    if not isinstance(shape, TileShapeType):
+        return None
+
+    def codegen(context, builder, signature, args):
+        if not isinstance(shape, RowDotsRuleType):
+            return ir.Constant(ir.IntType(1), 0)
+        return builder.icmp_unsigned("!=", args[0], ir.Constant(ir.IntType(8), 0))
+
+    return types.boolean(shape), codegen
+
+
+@intrinsic
+def tile_with_rows(typingctx, shape, rows):
+    """The tile ``shape`` with ``rows`` rows (a compile-time integer) and the same width."""
+    if not isinstance(shape, TileShapeType) or not isinstance(rows, types.IntegerLiteral):
+        return None
+    s = shape.shape
+    cut = TileShapeType(TileShape(rows=rows.literal_value, vectors=s.vectors, bits=s.bits, fused=s.fused))
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant_null(cut)
+
+    return cut(shape, rows), codegen
+
+
+@intrinsic
+def atomic_fetch_add(typingctx, ptr, value):
+    """Atomically add ``value`` to ``*ptr`` and return the previous value."""
+    if not (isinstance(ptr, types.CPointer) and ptr.dtype == types.int64 and value == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.atomic_rmw("add", args[0], args[1], "seq_cst")
+
+    return types.int64(ptr, value), codegen
+
+
+def _tile_args(shape, ptr):
+    """(TileShape, dtype) when the arguments name a valid tile, else None."""
+    dtype = _float_pointer(ptr)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+    return shape.shape, dtype
+
+
+def _copy_args(shape, src, dst):
+    """(TileShape, dtype) for an intrinsic moving data from ``src`` to a same-typed ``dst``, else None."""
+    if dst != src:
+        return None
+    return _tile_args(shape, src)
+
+
+def _copy_one_vector(shape, src, src_off, dst, dst_off, streaming):
+    """Typing and codegen of the one-vector copies (``copy_vector``, ``copy_vector_streaming``)."""
+    found = _copy_args(shape, src, dst)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, sp, so, dp, do = args
+        vec = _vector_type(s, dtype)
+        value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
+        store = builder.store(value, _vector_ptr(builder, dp, do, vec), align=s.bits // 8 if streaming else 1)
+        if streaming:
+            store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(shape, src, src_off, dst, dst_off), codegen
+
+
+@intrinsic
+def copy_vector(typingctx, shape, src, src_off, dst, dst_off):
+    """Copy one vector of the shape's width (unaligned) from src+src_off to dst+dst_off."""
+    return _copy_one_vector(shape, src, src_off, dst, dst_off, streaming=False)
+
+
+@intrinsic
+def copy_vector_streaming(typingctx, shape, src, src_off, dst, dst_off):
+    """copy_vector with a non-temporal store: the line is written to memory whole,
+    without first being read for ownership, and copies in other cores' caches are
+    dropped.  ``dst + dst_off`` must be aligned to the vector; ``store_fence``
+    before other threads read it."""
+    return _copy_one_vector(shape, src, src_off, dst, dst_off, streaming=True)
+
+
+@intrinsic
+def store_fence(typingctx):
+    """Order every earlier store, non-temporal ones included, before any later memory access."""
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+
+@intrinsic
+def prefetch_read(typingctx, ptr, off):
+    """Hint that ``ptr + off`` will be read soon (no effect on results; never faults)."""
+    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ)
+        return context.get_dummy_value()
+
+    return types.void(ptr, off), codegen
+
+
+@intrinsic
+def prefetch_read_l2(typingctx, ptr, off):
+    """Hint that ``ptr + off`` will be read, but not before what the L1 holds now
+    has been used: the line comes into the L2, not the L1."""
+    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ, _OUTER_LEVELS)
+        return context.get_dummy_value()
+
+    return types.void(ptr, off), codegen

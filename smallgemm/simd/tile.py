@@ -1,0 +1,444 @@
+"""The register tile: zero, rank-1 update, load, store and write-back of C (the
+BLAS beta rule), direct (unpacked) updates with masked edges, and resident B.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic, register_model
+
+from .types import (
+    TileShapeType,
+    TileType,
+    _I64,
+    _READ,
+    _RegisterBlock,
+    _RegisterBlockModel,
+    _WRITE,
+    _declare_fma,
+    _float_pointer,
+    _itemsize,
+    _prefetch,
+    _splat,
+    _vector_ptr,
+    _vector_type,
+)
+from .memory import _tile_args
+
+
+# --- the register tile -------------------------------------------------------------
+
+
+@intrinsic
+def tile_zero(typingctx, shape, ptr):
+    """A tile of zeros for the dtype of ``ptr``."""
+    found = _tile_args(shape, ptr)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), s.rows * s.vectors), None)
+
+    return TileType(s, dtype)(shape, ptr), codegen
+
+
+@intrinsic
+def tile_rank1(typingctx, tile, a, a_off, b, b_off):
+    """tile[i, :] += a[a_off + i] * b[b_off : b_off + NR] for every row i."""
+    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, ap, aoff, bp, boff = args
+        vec = _vector_type(s, dtype)
+        bvecs = [
+            builder.load(_vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1)
+            for v in range(s.vectors)
+        ]
+        rows = [builder.add(aoff, ir.Constant(_I64, i)) for i in range(s.rows)]
+        return _rank1_update(builder, s, dtype, acc, ap, rows, bvecs)
+
+    return tile(tile, a, a_off, b, b_off), codegen
+
+
+@intrinsic
+def panel_prefetch(typingctx, shape, a, a_off, b, b_off):
+    """Prefetch one k step of packed panels: the MR elements of A at ``a_off`` and the NR of B at ``b_off``.
+
+    One hint per 64 bytes of each step; as the steps are contiguous, every
+    cache line of both panels is requested once they have all been issued.
+    Issued some steps ahead in the k loop, the lines of panels that stream
+    from the L2 (float64 panels for KC = 512 exceed the L1) arrive before the
+    FMAs need them.  No effect on results.
+    """
+    dtype = _float_pointer(a)
+    if not isinstance(shape, TileShapeType) or dtype is None or b != a:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, ap, aoff, bp, boff = args
+        size = _itemsize(dtype)
+        for ptr, off, count in ((ap, aoff, s.rows), (bp, boff, s.cols(size))):
+            base = builder.gep(ptr, [off])
+            for byte in range(0, count * size, 64):
+                _prefetch(builder, base, byte, _READ)
+        return context.get_dummy_value()
+
+    return types.void(shape, a, a_off, b, b_off), codegen
+
+
+@intrinsic
+def tile_store(typingctx, tile, buf):
+    """Store the raw tile row-major (row stride NR) into buf[0 : MR*NR]."""
+    if not isinstance(tile, TileType) or _float_pointer(buf) != tile.dtype:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, bp = args
+        vec = _vector_type(s, dtype)
+        for idx in range(s.rows * s.vectors):
+            builder.store(builder.extract_value(acc, idx), _vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+        return context.get_dummy_value()
+
+    return types.void(tile, buf), codegen
+
+
+@intrinsic
+def tile_load(typingctx, shape, buf):
+    """A tile read back from buf[0 : MR*NR], row-major as ``tile_store`` wrote it."""
+    found = _tile_args(shape, buf)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, bp = args
+        vec = _vector_type(s, dtype)
+        value = ir.Constant(ir.ArrayType(vec, s.rows * s.vectors), None)
+        for idx in range(s.rows * s.vectors):
+            loaded = builder.load(_vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+            value = builder.insert_value(value, loaded, idx)
+        return value
+
+    return TileType(s, dtype)(shape, buf), codegen
+
+
+# Update rules when a finished tile is merged into C.  Every path of the library
+# (vector write, scalar edge write, few-rows kernels) applies exactly these, so an
+# element of C gets the same bits whichever path wrote it.
+OVERWRITE = 0  # first kc block, beta == 0:  C = alpha*AB        (C is never read)
+SCALE = 1  # first kc block, beta != 0:      C = alpha*AB + beta*C
+ACCUMULATE = 2  # later kc blocks:            C = alpha*AB + C
+
+
+def _write_args(tile, c, alpha, beta):
+    """(TileShape, dtype) when a tile can be merged into ``c`` with these scalars, else None."""
+    if not isinstance(tile, TileType) or _float_pointer(c) != tile.dtype:
+        return None
+    if alpha != tile.dtype or beta != tile.dtype:
+        return None
+    return tile.shape, tile.dtype
+
+
+def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, live=None):
+    """Merge ``acc`` into C by ``mode`` (see OVERWRITE / SCALE / ACCUMULATE), rows of C unit-stride.
+
+    With ``live`` = (rows, cols), run-time counts, rows at or past ``rows`` are
+    skipped and lanes at or past ``cols`` are neither read nor written (masked
+    loads and stores).
+    """
+    vec = acc.type.element
+    fma = _declare_fma(builder.module, s.fused, vec)
+    va = _splat(builder, alpha_v, vec)
+    vb = _splat(builder, beta_v, vec)
+    masks = [None if live is None else _lane_mask(builder, live[1], v * vec.count, vec.count) for v in range(s.vectors)]
+
+    def load(ptr, v):
+        if masks[v] is None:
+            return builder.load(ptr, align=1)
+        return _masked_load(builder, ptr, None, vec, masks[v])
+
+    def store(value, ptr, v):
+        if masks[v] is None:
+            builder.store(value, ptr, align=1)
+        else:
+            _masked_store_lanes(builder, value, ptr, masks[v])
+
+    fn = builder.function
+    blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
+    done = fn.append_basic_block("tile_write_done")
+    switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
+    switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
+    switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
+    for m, block in blocks.items():
+        builder.position_at_end(block)
+        for i in range(s.rows):
+            if i > 0 and live is not None:
+                next_row = fn.append_basic_block("tile_write_row")
+                builder.cbranch(builder.icmp_signed(">", live[0], ir.Constant(_I64, i)), next_row, done)
+                builder.position_at_end(next_row)
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            for v in range(s.vectors):
+                ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+                t = builder.extract_value(acc, i * s.vectors + v)
+                if m == OVERWRITE:
+                    new = builder.fmul(va, t)
+                elif m == SCALE:
+                    new = builder.call(fma, [va, t, builder.fmul(vb, load(ptr, v))])
+                else:
+                    new = builder.call(fma, [va, t, load(ptr, v)])
+                store(new, ptr, v)
+        builder.branch(done)
+    builder.position_at_end(done)
+
+
+@intrinsic
+def tile_write(typingctx, tile, c, c_off, rs, alpha, beta, mode):
+    """Merge a full tile into C whose rows are unit-stride (row stride ``rs``).
+
+    ``mode`` is OVERWRITE, SCALE or ACCUMULATE (see above); with OVERWRITE, C is
+    never loaded, so NaN or garbage in C cannot leak into the result.
+    """
+    found = _write_args(tile, c, alpha, beta)
+    if found is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        _write_tile(builder, found[0], *args)
+        return context.get_dummy_value()
+
+    return types.void(tile, c, c_off, rs, alpha, beta, mode), codegen
+
+
+@intrinsic
+def tile_write_part(typingctx, tile, c, c_off, rs, live_rows, live_cols, alpha, beta, mode):
+    """``tile_write`` of the top-left ``live_rows x live_cols`` only: an edge tile
+    merged with masked vector loads and stores and the same arithmetic per
+    element; nothing else of C is read or written."""
+    found = _write_args(tile, c, alpha, beta)
+    if found is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        acc, cp, coff, rstride, rows, cols, alpha_v, beta_v, mode_v = args
+        _write_tile(builder, found[0], acc, cp, coff, rstride, alpha_v, beta_v, mode_v, live=(rows, cols))
+        return context.get_dummy_value()
+
+    return types.void(tile, c, c_off, rs, live_rows, live_cols, alpha, beta, mode), codegen
+
+
+@intrinsic
+def tile_prefetch(typingctx, shape, c, c_off, rs):
+    """Prefetch (for writing) the cache lines of an MR x NR tile of C with unit-stride rows.
+
+    Issued before the last k steps, so C's lines arrive while the tile is computed
+    instead of stalling the write-back (BLIS kernels do the same).  The last
+    byte of each row is requested too: a row that does not start on a line
+    (NumPy's large arrays start 16 bytes into one) spans one line more, and
+    that line from memory stalled the write-back (requesting it too: float64
+    4096x4096x1024 5 % faster on one thread).
+    """
+    dtype = _float_pointer(c)
+    if not isinstance(shape, TileShapeType) or dtype is None:
+        return None
+    s = shape.shape
+
+    def codegen(context, builder, signature, args):
+        _, cp, coff, rstride = args
+        row_bytes = s.cols(_itemsize(dtype)) * _itemsize(dtype)
+        for i in range(s.rows):
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            base = builder.gep(cp, [row])
+            for byte in (*range(0, row_bytes, 64), row_bytes - 1):
+                _prefetch(builder, base, byte, _WRITE)
+        return context.get_dummy_value()
+
+    return types.void(shape, c, c_off, rs), codegen
+
+
+def _lane_mask(builder, live, first_lane, count):
+    """<count x i1>: lane l is on when first_lane + l < live."""
+    idx = ir.Constant(ir.VectorType(_I64, count), [first_lane + l for l in range(count)])
+    return builder.icmp_unsigned("<", idx, _splat(builder, live, ir.VectorType(_I64, count)))
+
+
+def _masked_load(builder, ptr, off, vec, mask):
+    """Load the lanes of ``mask`` from ``ptr + off`` elements (``off`` None: ``ptr`` is a vector pointer); others are zero."""
+    fn = builder.module.declare_intrinsic(
+        f"llvm.masked.load.v{vec.count}{'f32' if isinstance(vec.element, ir.FloatType) else 'f64'}.p0",
+        fnty=ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
+    )
+    zero = ir.Constant(vec, None)
+    vptr = ptr if off is None else _vector_ptr(builder, ptr, off, vec)
+    return builder.call(fn, [vptr, ir.Constant(ir.IntType(32), 1), mask, zero])
+
+
+def _masked_store_lanes(builder, value, ptr, mask):
+    """Store the lanes of ``value`` selected by ``mask`` (<n x i1>) at the vector pointer ``ptr``."""
+    vec = value.type
+    lane = "f32" if isinstance(vec.element, ir.FloatType) else "f64"
+    fn = builder.module.declare_intrinsic(
+        f"llvm.masked.store.v{vec.count}{lane}.p0v{vec.count}{lane}",
+        fnty=ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask.type]),
+    )
+    builder.call(fn, [value, ptr, ir.Constant(ir.IntType(32), 1), mask])
+
+
+@intrinsic
+def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off):
+    """tile[i, :] += a[a_off + i*rs_a] * b[b_off : b_off + NR], straight from unpacked operands.
+
+    For products that skip packing: A is read with its row stride, B's row is
+    contiguous.  Rows at or past ``live_rows`` re-read the last live row and
+    lanes at or past ``live_cols`` load zero (masked loads), so nothing outside
+    the operands is ever touched; those parts of the tile are never written back.
+
+    Unless ``kept`` is None, the row of B read is also stored at
+    ``kept[kept_off : kept_off + NR]``, as ``pack_b_panel`` packs it (zero past
+    ``live_cols``): a first row tile packs a strip for the others while it
+    computes, instead of a separate copy that waits on memory.
+    """
+    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+        return None
+    keep = not isinstance(kept, types.NoneType)
+    if keep and kept != a:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, ap, aoff, rsa, rows, bp, boff, cols, kp, koff = args
+        bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
+        if keep:
+            vec = _vector_type(s, dtype)
+            for v, bvec in enumerate(bvecs):
+                at = builder.add(koff, ir.Constant(_I64, v * vec.count))
+                builder.store(bvec, _vector_ptr(builder, kp, at, vec), align=1)
+        return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
+
+    return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off), codegen
+
+
+def _direct_b_row(builder, s, dtype, bp, boff, cols):
+    """The NR elements of a contiguous row of B at ``boff`` as vectors, zero past ``cols`` (masked loads)."""
+    vec = _vector_type(s, dtype)
+    bvecs = []
+    for v in range(s.vectors):
+        mask = _lane_mask(builder, cols, v * vec.count, vec.count)
+        bvecs.append(_masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
+    return bvecs
+
+
+def _row_starts(builder, s, aoff, rsa, rows):
+    """Offsets ``aoff + i*rsa`` of the tile's rows of A; rows at or past ``rows`` repeat the last live row."""
+    last = builder.sub(rows, ir.Constant(_I64, 1))
+    starts = []
+    for i in range(s.rows):
+        row = ir.Constant(_I64, i)
+        row = builder.select(builder.icmp_signed("<", row, rows), row, last)
+        starts.append(builder.add(aoff, builder.mul(row, rsa)))
+    return starts
+
+
+def _rank1_update(builder, s, dtype, acc, ap, a_offsets, bvecs):
+    """acc[i, :] += a[a_offsets[i]] * bvecs for each row i of the tile: one FMA per vector."""
+    vec = _vector_type(s, dtype)
+    fma = _declare_fma(builder.module, s.fused, vec)
+    for i, offset in enumerate(a_offsets):
+        av = _splat(builder, builder.load(builder.gep(ap, [offset])), vec)
+        for v in range(s.vectors):
+            idx = i * s.vectors + v
+            acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
+    return acc
+
+
+class ResidentType(_RegisterBlock):
+    """Rows of B held in registers by a resident-B tile: depth x vectors LLVM vectors."""
+
+    label = "Resident"
+
+    def vector_count(self) -> int:
+        return self.shape.depth * self.shape.vectors
+
+
+register_model(ResidentType)(_RegisterBlockModel)
+
+
+@intrinsic
+def resident_b(typingctx, shape, b, b_off, rs_b, live_depth, live_cols):
+    """Load rows ``b[b_off + p*rs_b : ... + NR]``, p < depth, into registers (unit-stride rows).
+
+    For products whose whole k fits in the tile's depth: B is loaded once and
+    every row of C is computed from registers (``resident_row``).  Rows at or
+    past ``live_depth`` and lanes at or past ``live_cols`` load zero (masked
+    loads), so nothing outside B is read.
+    """
+    found = _tile_args(shape, b)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, bp, boff, rsb, depth, cols = args
+        vec = _vector_type(s, dtype)
+        value = ir.Constant(ir.ArrayType(vec, s.depth * s.vectors), None)
+        for p in range(s.depth):
+            live_row = _splat(builder, builder.icmp_signed(">", depth, ir.Constant(_I64, p)), ir.VectorType(ir.IntType(1), vec.count))
+            row = builder.add(boff, builder.mul(rsb, ir.Constant(_I64, p)))
+            for v in range(s.vectors):
+                mask = builder.and_(_lane_mask(builder, cols, v * vec.count, vec.count), live_row)
+                loaded = _masked_load(builder, bp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec, mask)
+                value = builder.insert_value(value, loaded, p * s.vectors + v)
+        return value
+
+    return ResidentType(s, dtype)(shape, b, b_off, rs_b, live_depth, live_cols), codegen
+
+
+@intrinsic
+def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth):
+    """tile[i, :] + sum over p < ``live_depth`` of a[a_off + i*rs_a + p*cs_a] * B[p, :], B from registers.
+
+    The same FMA chain per row, in increasing p, as ``tile_rank1`` over those k
+    steps, so a row of C gets the bits every other path gives it.  Rows at or
+    past ``live_rows`` repeat the last live row (never written back); A is never
+    read past ``live_depth``.
+    """
+    if not isinstance(tile, TileType) or not isinstance(resident, ResidentType):
+        return None
+    if tile.shape != resident.shape or tile.dtype != resident.dtype or _float_pointer(a) != tile.dtype:
+        return None
+    s, dtype = tile.shape, tile.dtype
+
+    def codegen(context, builder, signature, args):
+        acc, rb, ap, aoff, rsa, csa, rows, depth = args
+        vec = _vector_type(s, dtype)
+        fma = _declare_fma(builder.module, s.fused, vec)
+        starts = _row_starts(builder, s, aoff, rsa, rows)
+        done = builder.function.append_basic_block("resident_product_done")
+        finished = []  # (tile, block) of every way out of the chain, for the phi
+        for p in range(s.depth):
+            if p > 0:  # stop after live_depth steps: A is never read past its k
+                step = builder.function.append_basic_block("resident_product_step")
+                finished.append((acc, builder.block))
+                builder.cbranch(builder.icmp_signed(">", depth, ir.Constant(_I64, p)), step, done)
+                builder.position_at_end(step)
+            column = builder.mul(csa, ir.Constant(_I64, p))
+            for i in range(s.rows):
+                av = _splat(builder, builder.load(builder.gep(ap, [builder.add(starts[i], column)])), vec)
+                for v in range(s.vectors):
+                    idx = i * s.vectors + v
+                    bv = builder.extract_value(rb, p * s.vectors + v)
+                    acc = builder.insert_value(acc, builder.call(fma, [av, bv, builder.extract_value(acc, idx)]), idx)
+        finished.append((acc, builder.block))
+        builder.branch(done)
+        builder.position_at_end(done)
+        result = builder.phi(acc.type)
+        for value, block in finished:
+            result.add_incoming(value, block)
+        return result
+
+    return tile(tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth), codegen

@@ -1,0 +1,185 @@
+"""Numba types of the SIMD layer: tile shapes, register blocks, and the LLVM helpers
+the intrinsics share (vector types, pointers, prefetch, FMA declarations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from llvmlite import ir
+from numba import types
+from numba.core.imputils import lower_constant
+from numba.extending import NativeValue, models, register_model, typeof_impl, unbox
+
+
+_I64 = ir.IntType(64)
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """Register tile of a microkernel: ``rows`` x (``vectors`` vectors of ``bits`` bits).
+
+    ``fused`` selects ``llvm.fma`` (one rounding; needs hardware FMA) for every
+    multiply-add; otherwise ``llvm.fmuladd``, which LLVM fuses only where that is
+    fast, so a portable kernel never becomes a chain of FMA library calls.
+
+    ``depth`` is for resident-B tiles only (``resident_b``): how many rows of B
+    (k steps) the tile keeps in registers while rows of C stream past.
+
+    ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
+    row's dot product summed lane by lane along k, then across the lanes
+    (BLAS's order, faster, but not that of the other paths: an opt-in).
+    Unlike the rest it is not part of the Numba type: the entries take it as a
+    bool argument beside the ``gemv`` tile and join the two into a
+    ``RowDotsRuleType`` (``row_dots_rule``), whose flag is read at run time
+    (``sums_lane_wise``): giving batch invariance up or back compiles nothing.
+    """
+
+    rows: int
+    vectors: int
+    bits: int
+    fused: bool
+    depth: int = 1
+    lane_sums: bool = False
+
+    def lanes(self, itemsize: int) -> int:
+        """Elements per vector for a dtype of ``itemsize`` bytes."""
+        return self.bits // (8 * itemsize)
+
+    def cols(self, itemsize: int) -> int:
+        """NR: the tile's width in elements for a dtype of ``itemsize`` bytes."""
+        return self.vectors * self.lanes(itemsize)
+
+
+class TileShapeType(types.Type):
+    """A TileShape's compile-time part: everything but ``lane_sums``.  The value itself
+    is empty (unboxed for nothing: an entry takes five of them on every call)."""
+
+    label = "TileShape"
+
+    def __init__(self, shape: TileShape):
+        self.shape = s = replace(shape, lane_sums=False)
+        depth = f"d{s.depth}" if s.depth != 1 else ""
+        super().__init__(name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth})")
+
+
+class RowDotsRuleType(TileShapeType):
+    """The GEMV tile as the row-dots rule: a TileShape whose value is one byte, its
+    ``lane_sums`` flag, built in compiled code (``row_dots_rule``) and read at run time
+    (``sums_lane_wise``): one compiled entry serves both batch-invariance settings."""
+
+    label = "RowDotsRule"
+
+
+@typeof_impl.register(TileShape)
+def _typeof_tile_shape(val, c):
+    return TileShapeType(val)
+
+
+register_model(TileShapeType)(models.OpaqueModel)
+
+
+@unbox(TileShapeType)
+def _unbox_tile_shape(typ, obj, c):
+    return NativeValue(c.context.get_constant_null(typ))
+
+
+@lower_constant(TileShapeType)
+def _constant_tile_shape(context, builder, typ, pyval):
+    return context.get_constant_null(typ)
+
+
+@register_model(RowDotsRuleType)
+class _RowDotsRuleModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.IntType(8))
+
+
+class _RegisterBlock(types.Type):
+    """A block of LLVM vectors held in registers, sized by a TileShape, for one dtype."""
+
+    label = ""
+
+    def __init__(self, shape: TileShape, dtype: types.Float):
+        self.shape = shape
+        self.dtype = dtype
+        super().__init__(name=f"{self.label}({shape}, {dtype})")
+
+    def vector_count(self) -> int:
+        raise NotImplementedError
+
+
+class _RegisterBlockModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        vec = _vector_type(fe_type.shape, fe_type.dtype)
+        super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.vector_count()))
+
+
+class TileType(_RegisterBlock):
+    """The C tile held in registers: rows*vectors LLVM vectors."""
+
+    label = "Tile"
+
+    def vector_count(self) -> int:
+        return self.shape.rows * self.shape.vectors
+
+
+register_model(TileType)(_RegisterBlockModel)
+
+
+def _lane_type(dtype):
+    return ir.FloatType() if dtype == types.float32 else ir.DoubleType()
+
+
+def _itemsize(dtype):
+    return 4 if dtype == types.float32 else 8
+
+
+def _vector_type(shape: TileShape, dtype):
+    return ir.VectorType(_lane_type(dtype), shape.lanes(_itemsize(dtype)))
+
+
+def _float_pointer(ptr):
+    """The element type of a float32/float64 pointer, or None."""
+    if isinstance(ptr, types.CPointer) and ptr.dtype in (types.float32, types.float64):
+        return ptr.dtype
+    return None
+
+
+_READ, _WRITE = 0, 1
+
+
+# Locality hints of llvm.prefetch: every cache level (prefetcht0), or the L2
+# and beyond but not the L1 (prefetcht1).
+_ALL_LEVELS, _OUTER_LEVELS = 3, 2
+
+
+def _prefetch(builder, ptr, byte_offset, rw, locality=_ALL_LEVELS):
+    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into the cache levels ``locality``
+    names) of the line at ``ptr`` plus ``byte_offset`` bytes."""
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=fnty)
+    addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(_I64, byte_offset)])
+    builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, locality), ir.Constant(i32, 1)])
+
+
+def _declare_fma(module, fused, ty):
+    """Declare ``llvm.fma`` / ``llvm.fmuladd`` overloaded on a scalar or vector type."""
+    name = "llvm.fma" if fused else "llvm.fmuladd"
+    lane = ty.element if isinstance(ty, ir.VectorType) else ty
+    suffix = "f32" if isinstance(lane, ir.FloatType) else "f64"
+    if isinstance(ty, ir.VectorType):
+        suffix = f"v{ty.count}{suffix}"
+    return module.declare_intrinsic(f"{name}.{suffix}", fnty=ir.FunctionType(ty, [ty, ty, ty]))
+
+
+def _vector_ptr(builder, ptr, off, vec):
+    return builder.bitcast(builder.gep(ptr, [off]), vec.as_pointer())
+
+
+def _splat(builder, scalar, vec):
+    undef = ir.Constant(vec, ir.Undefined)
+    one = builder.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
+    mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
+    return builder.shuffle_vector(one, undef, mask)

@@ -1,0 +1,93 @@
+"""Products that skip packing: the microkernel reads A and B where they are.
+
+For small products (and few rows) packing costs more than it saves.  This
+driver walks the same KC blocks and MR x NR tiles as the blocked driver and
+runs the same tile, FMA chain and merge (``direct_microkernel``), so a product
+gives the same bits whichever driver its size selects.  It reads B's rows with
+vector loads where they are contiguous; a B with contiguous columns (few rows
+only) is packed a small panel at a time (``stream_tiles``).  A may have any
+strides.
+"""
+
+from __future__ import annotations
+
+from .route import (  # noqa: F401
+    DOTS_OF_A_ROWS,
+    DOTS_OF_B_COLUMNS,
+    FEW_TILE,
+    FEW_TILE_MAX_ROWS,
+    FEW_TILE_MIN_B_BYTES,
+    GEMV_TILE,
+    MAIN_TILE,
+    NARROW_TILE,
+    RESIDENT_STRIPS,
+    RESIDENT_TILE,
+    TILES,
+    TILE_NAMES,
+    TRANSPOSING_STREAM,
+    padded_fmas,
+    tile_choice,
+    tile_of,
+    unpacked_form,
+    unpacked_route,
+)
+from .row_dots import (  # noqa: F401
+    DOT_PAIR_MAX_BYTES,
+    DOT_PAIR_MAX_ROWS_PER_SET,
+    DOT_PAIR_MAX_STREAMS,
+    DOT_PAIR_VECTOR_BYTES,
+    GEMV_CHUNK,
+    GEMV_FETCH_AHEAD,
+    GEMV_FETCH_MIN_BYTES,
+    GEMV_STREAM_TUNED_VECTOR_BYTES,
+    GEMV_WIDE_MIN_BYTES,
+    L1_SET_PERIOD_BYTES,
+    dot_pairs_suit,
+    dot_row_blocks,
+    dot_rows,
+    dot_rows_lane_wise,
+    dot_rows_of,
+    gemv_rows,
+    merge_sums,
+)
+from .stream import (  # noqa: F401
+    FETCH_DISTANCE,
+    STREAM_COLS,
+    STREAM_FROM_MEMORY_MIN_BYTES,
+    STREAM_FROM_MEMORY_ROWS,
+    STREAM_LEAD_MIN_ROW_BYTES,
+    STREAM_PACK_MIN_TILES,
+    STREAM_PANEL,
+    STREAM_ROWS,
+    STREAM_SIZE,
+    STREAM_STRIP_BYTES,
+    STREAM_SUMS,
+    TRANSPOSED_FETCH_MAX_RUN,
+    TRANSPOSED_FETCH_MIN_BYTES,
+    TRANSPOSED_PANEL_BYTES,
+    fetches_ahead,
+    stream_strips,
+    stream_tiles,
+    strip_rows,
+)
+from .tiles import (  # noqa: F401
+    gemm_unpacked,
+    gemm_unpacked_stack,
+    main_tiles,
+    resident_strip,
+    resident_strips,
+    resident_tiles,
+    unpacked_tiles,
+)
+from .entry import (  # noqa: F401
+    SMALL_DONE,
+    SMALL_PLANNED,
+    SMALL_REFUSED,
+    byte_extent,
+    may_overlap,
+    output_apart,
+    small_product_route,
+    unpacked_entry,
+    vector_entry,
+    whole_elements,
+)

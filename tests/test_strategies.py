@@ -1,0 +1,111 @@
+"""The strategy table: ``explain`` names the row each product takes, every row is reached,
+and the products the compiled small way in computes are those the table places on an
+unpacked row."""
+
+import numpy as np
+import pytest
+
+import smallgemm
+from smallgemm import strategies
+from smallgemm.unpacked import SMALL_DONE
+from smallgemm.runners import run_small
+from conftest import forced_kernel
+
+UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
+
+
+def empty(*shape, dtype=np.float32):
+    return np.empty(shape, dtype)
+
+
+def transposed(rows, cols, dtype=np.float32):
+    """A (rows, cols) view of a (cols, rows) array: W.T."""
+    return np.empty((cols, rows), dtype).T
+
+
+# (kernel, expected row, a, b, threads, expected stack row)
+CASES = [
+    ("avx512", "empty", empty(0, 5), empty(5, 3), 1, ""),
+    ("avx512", "scale only", empty(3, 0), empty(0, 4), 1, ""),
+    ("avx2", "turned few rows", empty(8, 150), transposed(150, 260), 1, ""),
+    ("portable", "turned few rows", empty(4, 150), transposed(150, 260), 2, ""),
+    ("avx512", "row dots", empty(300, 200), empty(200), 1, ""),
+    ("avx2", "row dots", empty(1, 200), transposed(200, 300), 1, ""),
+    ("avx512", "transposing stream", empty(5, 150), transposed(150, 260), 1, ""),
+    ("avx512", "direct tiles", empty(37, 23), empty(23, 45), 1, ""),
+    ("avx2", "direct tiles", empty(4, 512), empty(512, 4096), 2, ""),
+    ("avx512", "blocked", empty(300, 300), empty(300, 300), 1, ""),
+    ("portable", "blocked", empty(300, 300, dtype=np.float64), empty(300, 300, dtype=np.float64), 2, ""),
+    ("avx512", "direct tiles", empty(1, 20, 30), empty(1, 30, 25), 1, ""),  # a stack of one: the lone product
+    ("avx512", "direct tiles", empty(5, 20, 30), empty(5, 30, 25), 1, "stack serial"),
+    ("avx2", "blocked", empty(8, 256, 256), empty(8, 256, 256), 2, "stack tasks"),
+    ("avx512", "direct tiles", empty(3, 4, 4096), empty(3, 4096, 4096), 2, "stack, each product on all workers"),
+]
+
+
+@pytest.mark.parametrize("kernel_name, row, a, b, threads, stack", CASES,
+                         ids=[f"{c[1]}-{c[0]}-{c[5] or 'one'}" for c in CASES])
+def test_explain_names_the_row_each_product_takes(kernel_name, row, a, b, threads, stack):
+    with forced_kernel(kernel_name):
+        found = smallgemm.explain(a, b, threads=threads)
+    assert found.strategy == row
+    assert found.stack.split(":")[0] == stack
+    assert found.kernel == kernel_name
+    assert f"strategy     {row}" in str(found)
+
+
+@pytest.mark.parametrize("m", [2, 5])
+def test_explain_names_the_prepacked_rows(m):
+    rng = np.random.default_rng(0)
+    packed = smallgemm.pack(rng.standard_normal((130, 170)).astype(np.float32))
+    with forced_kernel("avx512"):
+        found = smallgemm.explain(empty(m if m < 14 else 60, 130), packed)
+    assert found.strategy == "prepacked few rows"
+    with forced_kernel("avx512"):
+        assert smallgemm.explain(empty(60, 130), packed).strategy == "prepacked"
+
+
+def test_every_row_of_every_table_is_reached():
+    reached = {c[1] for c in CASES} | {"prepacked", "prepacked few rows"}
+    stacks = {c[5] for c in CASES if c[5]} | {"lone product"}
+    assert reached == {s.name for s in strategies.PRODUCT + strategies.PREPACKED}
+    assert stacks == {s.name for s in strategies.STACK}
+
+
+def test_products_take_the_row_explain_names(monkeypatch):
+    """matmul runs the row ``explain`` names (on real operands, recorded at ``choose``)."""
+    rng = np.random.default_rng(1)
+    chosen = []
+    real = strategies.choose
+    monkeypatch.setattr(strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p))
+    for kernel_name, row, a, b, threads, stack in CASES:
+        a, b = rng.standard_normal(a.shape).astype(a.dtype), rng.standard_normal(b.shape).astype(b.dtype)
+        with forced_kernel(kernel_name), smallgemm.num_threads(threads):
+            del chosen[:]
+            explained = smallgemm.explain(a, b)
+            want = explained.stack.split(":")[0] or explained.strategy  # a stack runs its STACK row
+            del chosen[:]
+            got = smallgemm.matmul(a, b)
+        np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-3, atol=1e-3)
+        # The compiled small ways in compute small products and stacks of them without the table,
+        # and matmul fills an empty product's zeros itself: then nothing is recorded.
+        unrecorded = UNPACKED_ROWS | {"empty", "scale only", "stack serial"}
+        assert want in chosen or (not chosen and want in unrecorded), (row, want, chosen)
+
+
+@pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
+def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kernel_name):
+    rng = np.random.default_rng(2)
+    layouts = {"C": lambda r, c: rng.standard_normal((r, c)).astype(np.float32),
+               "T": lambda r, c: rng.standard_normal((c, r)).astype(np.float32).T}
+    with forced_kernel(kernel_name):
+        smallgemm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))  # the small entry is in use
+        for m, n, k in [(1, 1, 8), (1, 40, 30), (3, 3, 3), (16, 16, 16), (8, 2, 64), (40, 3, 40), (64, 64, 64),
+                        (33, 17, 20), (120, 100, 120), (1, 300, 200), (300, 1, 200)]:
+            for la in "CT":
+                for lb in "CT":
+                    a, b = layouts[la](m, k), layouts[lb](k, n)
+                    c = np.empty((m, n), np.float32)
+                    if run_small(a, b, c, np.dtype(np.float32)) == SMALL_DONE:
+                        row = smallgemm.explain(a, b, threads=1).strategy
+                        assert row in UNPACKED_ROWS, (m, n, k, la, lb, row)
