@@ -38,38 +38,35 @@ def check(rows, threads: int) -> None:
     assert [ran for _, _, ran in rows] == [p and threads > 1 for p in PARALLEL]
 
 
-def test_default_layer_is_tbb_and_forked_children_keep_their_threads():
-    out = children_after_threads(None, ("fork", "spawn", "forkserver"))
-    assert out["layer"] == "tbb"
+def check_forked(out: dict, threads: int) -> None:
+    """Every forked child, and the grandchild of ``os.fork``, as ``check`` wants it."""
     children, grandchild = out["os.fork"]
-    check(children, 2)
-    check(grandchild, 2)
-    for way in FORKED[1:] + NOT_FORKED:
-        check(out[way], 2)
-
-
-def test_forked_children_of_gnu_openmp_fall_back_to_one_thread():
-    """GNU OpenMP's pool does not survive fork: forked children (and theirs) compute on one
-    thread instead of dying; spawned children start their own pool."""
-    out = children_after_threads("omp", ("fork", "spawn"))
-    assert out["layer"] == "omp"
-    children, grandchild = out["os.fork"]
-    check(children, 1)
-    check(grandchild, 1)
+    check(children, threads)
+    check(grandchild, threads)
     for way in FORKED[1:]:
-        check(out[way], 1)
-    for way in ("spawn ProcessPoolExecutor", "spawn Pool"):
-        check(out[way], 2)
+        check(out[way], threads)
 
 
-def test_workqueue_layer_survives_fork():
-    out = children_after_threads("workqueue", ("fork",))
-    assert out["layer"] == "workqueue"
-    children, grandchild = out["os.fork"]
-    check(children, 2)
-    check(grandchild, 2)
-    for way in FORKED[1:]:
-        check(out[way], 2)
+# (NUMBA_THREADING_LAYER, start methods run, threads of forked children, threads of the others)
+LAYERS = [
+    (None, ("fork", "spawn", "forkserver"), 2, 2),  # the default: smallgemm loads TBB
+    # GNU OpenMP's pool does not survive fork: forked children (and theirs) compute on one
+    # thread instead of dying; spawned children start their own pool.
+    ("omp", ("fork", "spawn"), 1, 2),
+    ("workqueue", ("fork",), 2, 2),
+]
+
+
+@pytest.mark.parametrize("layer, methods, forked_threads, other_threads", LAYERS, ids=["default", "omp", "workqueue"])
+def test_children_after_threads_compute_the_parents_bits(layer, methods, forked_threads, other_threads):
+    out = children_after_threads(layer, methods)
+    assert out["layer"] == (layer or "tbb")
+    check_forked(out, forked_threads)
+    for way in NOT_FORKED:
+        if way.split()[0] in methods:
+            check(out[way], other_threads)
+        else:
+            assert way not in out
 
 
 def test_info_names_the_layer_in_use():
