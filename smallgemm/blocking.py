@@ -5,12 +5,12 @@ is enough for high-performance BLIS" (ACM TOMS 43(2), 2016): the KC x NR panel
 of B shares the L1 with the MR x KC panel of A, the MC x KC block of A fills
 what the L2 has left beside a B panel, and the KC x NC slice of B fills the L3.
 
-Measurement corrects KC (docs/design.md): the model assumes the L1 alone feeds
-the kernel, but the L2 can deliver B panels fast enough that a longer KC (fewer
-passes over C) wins.  MC and NC are then recomputed from the caches for
-that KC, so the corrected sizes still adapt to the host's caches.  Where a
-vendor's caches measured better with a smaller A block or B slice, MC and NC
-are capped too (VENDOR_CORRECTIONS).
+Measurement corrects KC (the kernel's configuration, ``KernelConfig.kc``): the
+model assumes the L1 alone feeds the kernel, but the L2 can deliver B panels fast
+enough that a longer KC (fewer passes over C) wins.  MC and NC are then recomputed
+from the caches for that KC, so the corrected sizes still adapt to the host's
+caches.  Where a vendor's caches measured better with a smaller A block or B slice,
+MC and NC are capped too (``KernelConfig.vendor_corrections``).
 """
 
 from __future__ import annotations
@@ -20,39 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cpu
-from .kernels import Kernel
-
-# NC beyond this stops paying on any cache we know (a B slice of 4096 columns is
-# already megabytes) and only grows the workspace.
-NC_MAX = 4096
-# KC per (kernel, dtype) chosen by the sweeps recorded in docs/design.md.  The
-# portable kernel is flat within 2 % over KC = 256..1024: it keeps the model's KC.
-MEASURED_KC = {
-    ("avx512", "float32"): 1024,
-    # With the microkernel's panel prefetch, 1024 measured 1.5-5 % faster than 512 (docs/design.md).
-    ("avx512", "float64"): 1024,
-    ("avx2", "float32"): 512,
-    ("avx2", "float64"): 512,
-}
-
-
-@dataclass(frozen=True)
-class VendorCorrection:
-    """Where a CPU vendor's caches measured better than the model: MC and NC caps
-    (neither changes a bit of a result; only KC does)."""
-
-    # The MC x KC block of A takes at most this share of the L2.
-    l2_share_for_a: float
-    # The KC x NC slice of B has at most this many columns.
-    nc_max: int
-
-
-# Intel (measured with a 2 MiB 16-way L2): with the measured KC the B panels do not fit
-# the L1 and stream through the L2 beside the A block, so A takes half the L2 (MC 266; the
-# model's 448 ran float64 1024^3 at 0.85-0.89x NumPy against 0.96x) and a B slice 4 MiB
-# (NC 1024, not 4096); docs/design.md.  A 1 MiB AMD L2 measured well with the model's MC and NC.
-VENDOR_CORRECTIONS = {"GenuineIntel": VendorCorrection(l2_share_for_a=0.5, nc_max=1024)}
-
+from .kernels import Kernel, KernelConfig
 
 @dataclass(frozen=True)
 class BlockSizes:
@@ -129,15 +97,18 @@ def analytic(kernel: Kernel, dtype: np.dtype, caches=None) -> BlockSizes:
     return BlockSizes(mc=mc, nc=analytic_nc(mr, nr, kc, mc, size, l3), kc=kc)
 
 
-def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = None) -> BlockSizes:
-    """Block sizes used when no tuned configuration applies: measured KC, cache-model MC/NC
-    (capped by the vendor's measured correction; ``vendor`` defaults to the host's)."""
+def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = None,
+            config: KernelConfig | None = None) -> BlockSizes:
+    """Block sizes used when no tuned configuration applies: the configuration's KC (or
+    the model's), cache-model MC/NC capped by the vendor's measured correction.
+    ``vendor`` defaults to the host's, ``config`` to the kernel's."""
+    config = config or kernel.config
     l1, l2, l3 = caches or cpu.caches()
     mr, nr, size = kernel.mr(), kernel.nr(dtype), np.dtype(dtype).itemsize
-    kc = MEASURED_KC.get((kernel.name, np.dtype(dtype).name)) or analytic_kc(mr, nr, size, l1)
+    kc = config.kc.of(size) if config.kc is not None else analytic_kc(mr, nr, size, l1)
     mc = analytic_mc(mr, nr, kc, size, l2)
-    nc_max = NC_MAX
-    correction = VENDOR_CORRECTIONS.get(cpu.vendor() if vendor is None else vendor)
+    nc_max = config.nc_max
+    correction = config.vendor_corrections.get(cpu.vendor() if vendor is None else vendor)
     if correction is not None:
         # Whole MR panels, rounded up: a 256-row batch stays one row block.
         mc = min(mc, _round_up(correction.l2_share_for_a * l2.size / (kc * size), mr))
@@ -148,16 +119,8 @@ def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = N
     return sizes
 
 
-# Rows of A that all threads share as one packed block (``parallel.one_row_block``:
-# A packed once, each worker packs the B panels it takes) are at most this many
-# L2s of packed A.  Beyond it each worker's B panels are better met by its own
-# MC-row blocks (the B slice then shared).  Two threads, float32, KC 1024 and a 2 MiB
-# L2 (512 rows of A): one shared block 4-14 % faster than MC-row blocks up to 768 rows,
-# even at 1024, 8 % slower at 2048 (docs/design.md).
-SHARED_A_L2S = 1.5
-
-
-def shared_block_rows(sizes: BlockSizes, dtype: np.dtype, caches=None) -> int:
-    """Most rows of A packed as one block shared by all threads (SHARED_A_L2S of the L2)."""
+def shared_block_rows(config: KernelConfig, sizes: BlockSizes, dtype: np.dtype, caches=None) -> int:
+    """Most rows of A packed as one block shared by all threads (``parallel.one_row_block``:
+    A packed once, each worker packs the B panels it takes): ``shared_a_l2s`` of the L2."""
     l2 = (caches or cpu.caches())[1]
-    return int(SHARED_A_L2S * l2.size) // (sizes.kc * np.dtype(dtype).itemsize)
+    return int(config.shared_a_l2s * l2.size) // (sizes.kc * np.dtype(dtype).itemsize)

@@ -15,7 +15,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import plan, runners, strategies
+from . import plan, prepared, runners, strategies
 from .packed import PackedMatrix
 from .runners import run_small, run_small_stack
 from .unpacked import SMALL_DONE, SMALL_PLANNED
@@ -155,7 +155,7 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     s0, s1 = mat.strides
     if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size:
         return None
-    if plan.worth_threads(length, 1, k, True, dtype):
+    if plan.worth_threads(prepared.current_prepared(dtype).config, length, 1, k, True, dtype):
         return None
     c = np.empty(length, dtype)
     if s0 == size:  # the columns of mat are contiguous: dots of them with v

@@ -9,65 +9,54 @@ not overlap A or B; the public API has checked all of that.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 import numpy as np
 
 from . import blocking, dispatch
-from .kernels import Kernel
+from .kernels import KERNELS, Kernel, KernelConfig
 from .parallel import TASKS_PER_WORKER
 from .unpacked import L1_SET_PERIOD_BYTES
 
-# Up to this many multiply-adds (and with unit-stride B rows) packing costs more
-# than it saves, per element size (float32, float64): measured through matmul on
-# one thread, packing draws even from 128^3 float32 and 112^3 float64.  Both stay below
-# PARALLEL_MIN_VOLUME, so that an unpacked product of this kind is never one
-# for threads (docs/design.md).
-UNPACKED_MAX_VOLUME = {4: 120 * 120 * 120, 8: 96 * 96 * 96}
-# On one thread and with the kernels of UNPACKED_ONE_THREAD_KERNELS, products up to
-# this many multiply-adds skip packing too, where k is one KC block and the rows of
-# A and B are not a multiple of ALIASED_ROW_BYTES apart.  With the narrow and
-# few-rows tiles on C's edges (``unpacked.main_tiles``) the direct tiles beat
-# packing there (AVX-512, one thread: 0.91-0.98 of the blocked time from 128^3 to
-# 384^3, docs/performance.md).  Not on two threads: the blocked driver's row-block
-# tasks then win (float32 200^3 1.46); nor with a longer k (float32 128x128x2048
-# 1.21, in two KC blocks).
-UNPACKED_ONE_THREAD_MAX_VOLUME = {4: 256 * 256 * 256, 8: 256 * 256 * 256}
-# The kernels whose direct tiles beat packing at those sizes.  Not the AVX2 ones:
-# there packing beats the direct tiles from 128^3 on one thread (docs/performance.md).
-UNPACKED_ONE_THREAD_KERNELS = frozenset({"avx512"})
-# The kernels on which ``x @ W.T`` with few rows is turned over (``turned_few_rows``,
-# ``_turns_few_rows``), where it measured faster.  Not the AVX-512 one: turned over is
-# unmeasured there, and its transposing stream leads NumPy 1.95-3.05x at m = 4-16
-# (docs/performance.md).
-TURNED_FEW_ROWS_KERNELS = frozenset({"avx2", "portable"})
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
 # 14 rows of A a direct tile reads at once then evict each other (float32
-# 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21; float64 128x128x512
-# 1.21, 128x128x768 0.95).
+# 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21).
 ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
-# Below this many multiply-adds a product stays on one thread: starting the
-# workers and the barriers cost more than they give.  Per element size, where two
-# threads draw about even with one (float32 144^3 1.04-1.06x, float64 112^3 0.98x;
-# docs/design.md).
-PARALLEL_MIN_VOLUME = {4: 144 * 144 * 144, 8: 112 * 112 * 112}
-# A stack of products is shared out between threads from this many multiply-adds
-# in all: each worker then takes whole products, with no barrier inside one
-# (two threads against one, float32: 1.03x for 100 products of 16^3, 0.88x for 50).
-PARALLEL_MIN_STACK_VOLUME = 80 * 80 * 80
-# From this many elements of B, an unpacked product (few rows: memory-bound,
-# B read once) is worth splitting across threads whatever its multiply-adds:
-# each core then streams its share of B (docs/design.md).
-PARALLEL_MIN_STREAM = 1 << 18
-# Up to this many rows (and with unit-stride B rows) the unpacked driver beats
-# packing B whatever the size: each row of B is used by few rows of A
-# (docs/performance.md, few rows).
-FEW_ROWS_MAX = 32
-# Split-K partial sums are kept below this many elements (KC blocks x m x n).
-SPLIT_K_MAX_ELEMENTS = 1 << 22
+
+# Configurations overriding a kernel's own, by kernel name (``override_config``).
+_config_overrides: dict[str, KernelConfig] = {}
+
+
+def config_of(kernel: Kernel) -> KernelConfig:
+    """The tuning values in force for ``kernel``: its configuration, or an override."""
+    return _config_overrides.get(kernel.name, kernel.config)
+
+
+@contextlib.contextmanager
+def override_config(kernels: Iterable[Kernel] = KERNELS, **changes):
+    """Inside a with block, ``kernels``' configurations with ``changes`` (``KernelConfig``
+    field names), for experiments and tests that force a path.  The prepared states are
+    rebuilt on entry and on exit, so no call keeps a value from before."""
+    kept = dict(_config_overrides)
+    with _config_lock:
+        for kernel in kernels:
+            _config_overrides[kernel.name] = replace(config_of(kernel), **changes)
+        _block_sizes.clear()
+        _bump_version()
+    try:
+        yield
+    finally:
+        with _config_lock:
+            _config_overrides.clear()
+            _config_overrides.update(kept)
+            _block_sizes.clear()
+            _bump_version()
+
 
 # Block sizes in force, by (kernel name, dtype char).
 _block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
@@ -110,7 +99,7 @@ def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
     key = (kernel.name, dtype.char)
     sizes = _block_sizes.get(key)
     if sizes is None:
-        sizes = _block_sizes[key] = blocking.default(kernel, dtype)
+        sizes = _block_sizes[key] = blocking.default(kernel, dtype, config=config_of(kernel))
     return sizes
 
 
@@ -150,13 +139,7 @@ def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes 
     _block_sizes[key] = sizes
     _bump_version()
 
-# A narrow product is turned over (``_turns_narrow``) from this depth and this
-# many elements of A: below, the strip packing costs more than the padding.
-TURNED_NARROW_MIN_DEPTH = 32
-TURNED_NARROW_MIN_A = {4: 8192, 8: 1 << 17}
-
-
-def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
+def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     """Whether a C at most half as wide as the narrow tile is computed turned over.
 
     With 2-8 float32 columns (2-4 float64) the narrow tile computes 16 (8)
@@ -167,17 +150,17 @@ def _turns_narrow(m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     over ran float32 n = 2-4 1.10-1.6x as fast as the narrow tile, but lost on a small
     or shallow A (``1000x4x8`` 0.47x) and on wider C (float32 n = 12, float64
     n = 6-8; docs/performance.md).  A needs more than
-    FEW_ROWS_MAX rows (they become the turned columns), TURNED_NARROW_MIN_DEPTH
-    columns and TURNED_NARROW_MIN_A elements (float64: 2^17, where it won).
+    ``few_rows_max`` rows (they become the turned columns), ``turned_narrow_min_depth``
+    columns and ``turned_narrow_min_a`` elements (float64: 2^17, where it won).
     """
     k = a.shape[1]
     return (
-        1 < n and 2 * n <= narrow_cols and m > FEW_ROWS_MAX and k >= TURNED_NARROW_MIN_DEPTH
-        and m * k >= TURNED_NARROW_MIN_A[a.itemsize] and a.strides[1] == a.itemsize
+        1 < n and 2 * n <= narrow_cols and m > config.few_rows_max and k >= config.turned_narrow_min_depth
+        and m * k >= config.turned_narrow_min_a.of(a.itemsize) and a.strides[1] == a.itemsize
     )
 
 
-def turned_few_rows(kernel: Kernel, dtype: np.dtype) -> tuple[int, ...]:
+def turned_few_rows(kernel: Kernel, config: KernelConfig, dtype: np.dtype) -> tuple[int, ...]:
     """The few rows (m) of ``x @ W.T`` computed turned over on ``kernel`` (``_turns_few_rows``).
 
     Float32: as many as one strip of the narrow or the main tile holds; other m leave
@@ -186,7 +169,7 @@ def turned_few_rows(kernel: Kernel, dtype: np.dtype) -> tuple[int, ...]:
     float64 m = 2 346 µs turned over against 500 streamed, m = 24 1291 against 1566, but
     m = 32 lost; the portable kernel alike; docs/performance.md).
     """
-    if kernel.name not in TURNED_FEW_ROWS_KERNELS:
+    if not config.turned_few_rows:
         return ()
     narrow, main = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
     if dtype.itemsize == 8:
@@ -194,7 +177,7 @@ def turned_few_rows(kernel: Kernel, dtype: np.dtype) -> tuple[int, ...]:
     return (narrow, main)
 
 
-def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
+def _turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
     """Whether a few-rows product with B's columns contiguous (``x @ W.T``, W stored
     [N, K]) is computed turned over: C^T = W x^T, x^T copied to contiguous rows.
 
@@ -203,7 +186,7 @@ def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) 
     place, and x^T is a B a tile strip or two wide, where m is in ``turned_rows``
     (``turned_few_rows``): no transpose, one broadcast element of W per row of the
     tile and step.  Float32 m that leave lanes of a strip empty lose (m = 4 and 12
-    on the AVX2 kernel, below); W must have more than FEW_ROWS_MAX rows.  Each
+    on the AVX2 kernel, below); W must have more than ``few_rows_max`` rows.  Each
     element is the same chain of FMAs either way: the same bits.
     AVX2 (strips of 8 and 16 float32, 4 and 8 float64), one thread, W [2048,512]:
     float32 m = 8 252 µs turned over against 354 streamed, but m = 4, 12 and 32 lose;
@@ -211,10 +194,10 @@ def _turns_few_rows(a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) 
     """
     m, n = a.shape[0], b.shape[1]
     size = b.itemsize
-    return m in turned_rows and m <= FEW_ROWS_MAX < n and b.strides[0] == size and b.strides[1] != size
+    return m in turned_rows and m <= config.few_rows_max < n and b.strides[0] == size and b.strides[1] != size
 
 
-def _oriented(a, b, c, narrow_cols):
+def _oriented(config: KernelConfig, a, b, c, narrow_cols):
     """(a, b, c, swapped): the problem turned the way the kernels read it best.
 
     The kernel writes rows of C with vector stores: for a C whose columns are
@@ -232,33 +215,23 @@ def _oriented(a, b, c, narrow_cols):
     if c.strides[1] != size and c.strides[0] == size:
         return b.T, a.T, c.T, True
     m, n = c.shape
-    if n <= FEW_ROWS_MAX < m and a.strides[0] == size and a.strides[1] != size:
+    if n <= config.few_rows_max < m and a.strides[0] == size and a.strides[1] != size:
         return b.T, a.T, c.T, True
-    if _turns_narrow(m, n, a, narrow_cols):
+    if _turns_narrow(config, m, n, a, narrow_cols):
         return b.T, a.T, c.T, True
     return a, b, c, False
 
 
-def unpacked_max_volume(dtype: np.dtype) -> int:
-    """Up to this many multiply-adds a product with B's rows contiguous skips packing."""
-    return UNPACKED_MAX_VOLUME[dtype.itemsize]
-
-
-def one_thread_unpacked_volume(kernel: Kernel, dtype: np.dtype) -> int:
-    """Up to this many multiply-adds a product on one thread skips packing (0: only
-    small ones do), with ``kernel`` (UNPACKED_ONE_THREAD_KERNELS)."""
-    return UNPACKED_ONE_THREAD_MAX_VOLUME[dtype.itemsize] if kernel.name in UNPACKED_ONE_THREAD_KERNELS else 0
-
-
 def _use_unpacked(
-    m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int, one_thread_volume: int
+    config: KernelConfig, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int,
+    one_thread_volume: int,
 ) -> bool:
     """Unpacked when packing B whole costs more than it saves.
 
     With B's rows contiguous: small products, few rows, or n within the narrow
     tile (a packed tile would mostly compute padding); on one thread, mid-size
     products too, up to ``one_thread_volume`` multiply-adds
-    (``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
+    (the configuration's ``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
     (``x @ W.T``): few rows, B packed on the fly a strip at a time.  A matrix with
     contiguous rows times one column (``W @ x``): row dots.
     """
@@ -267,31 +240,31 @@ def _use_unpacked(
         return True
     if b.strides[1] == size:
         volume = m * n * k
-        if volume <= UNPACKED_MAX_VOLUME[size] or m <= FEW_ROWS_MAX or n <= narrow_cols:
+        if volume <= config.unpacked_max_volume.of(size) or m <= config.few_rows_max or n <= narrow_cols:
             return True
         return (
             volume <= one_thread_volume and k <= kc and a.strides[1] == size
             and a.strides[0] % ALIASED_ROW_BYTES != 0 and b.strides[0] % ALIASED_ROW_BYTES != 0
         )
-    return m <= FEW_ROWS_MAX and b.strides[0] == size
+    return m <= config.few_rows_max and b.strides[0] == size
 
-def _each_on_all_workers(count: int, m: int, n: int, k: int, unpacked: bool, workers: int, dtype: np.dtype) -> bool:
+
+def _each_on_all_workers(
+    config: KernelConfig, count: int, m: int, n: int, k: int, unpacked: bool, workers: int, dtype: np.dtype
+) -> bool:
     """Whether a stack's products should each use every worker, one after the other,
     rather than be shared out whole: for products that would be parallel alone (the
     thresholds of ``run``) and too few to share out evenly (two on three workers,
     three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
     as lone products)."""
-    return worth_threads(m, n, k, unpacked, dtype) and count < TASKS_PER_WORKER * workers and count % workers != 0
+    return (worth_threads(config, m, n, k, unpacked, dtype) and count < TASKS_PER_WORKER * workers
+            and count % workers != 0)
 
 
-def parallel_min_volume(dtype: np.dtype) -> int:
-    """From this many multiply-adds a product of ``dtype`` is worth splitting between threads."""
-    return PARALLEL_MIN_VOLUME[dtype.itemsize]
-
-
-def worth_threads(m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
+def worth_threads(config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
     streamed = k * (m if n == 1 else n)
-    return m * n * k >= parallel_min_volume(dtype) or (unpacked and streamed >= PARALLEL_MIN_STREAM)
+    return (m * n * k >= config.parallel_min_volume.of(dtype.itemsize)
+            or (unpacked and streamed >= config.parallel_min_stream))
 

@@ -65,24 +65,25 @@ class _FirstSmall(_FirstUse):
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread.
 
-    It binds the limits of the small-matrix way in (plan.UNPACKED_MAX_VOLUME, plan.PARALLEL_MIN_STREAM,
-    plan.FEW_ROWS_MAX) when it is built: a change of them takes effect once the states are
-    rebuilt (``_bump_version``)."""
+    It binds the kernel's configuration in force (``plan.config_of``) when it is built, the
+    small-matrix way in's limits with it: a change takes effect once the states are rebuilt
+    (``plan.override_config`` and ``set_block_sizes`` rebuild them)."""
 
     __slots__ = (
         "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "turned_rows", "sizes", "workspace", "blocked",
         "unpacked", "small", "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows",
-        "one_thread_volume", "version", "kernel", "dtype", "depth_sizes",
+        "one_thread_volume", "version", "kernel", "config", "dtype", "depth_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
+        self.config = config = plan.config_of(kernel)
         self.shape = kernel.shape
         self.gemv = kernel.gemv
         self.lane_sums = kernel.gemv.lane_sums  # passed as a bool: it unboxes for nothing
         # The arguments every entry with the unpacked tiles begins with, in order.
         self.tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, self.lane_sums, kernel.resident)
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
-        self.turned_rows = plan.turned_few_rows(kernel, dtype)
+        self.turned_rows = plan.turned_few_rows(kernel, config, dtype)
         self.sizes = plan.block_sizes(kernel, dtype)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", entries.BLOCKED)
@@ -90,7 +91,7 @@ class _Prepared:
         # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
         # its addresses, which unbox for nothing (this state keeps it alive).
         fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
-                 plan.UNPACKED_MAX_VOLUME[dtype.itemsize], plan.PARALLEL_MIN_STREAM, plan.FEW_ROWS_MAX)
+                 config.unpacked_max_volume.of(dtype.itemsize), config.parallel_min_stream, config.few_rows_max)
         self.unpacked = _FirstUse(self, "unpacked", entries.UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.small = _FirstSmall(
@@ -102,12 +103,12 @@ class _Prepared:
         # A stack of one small product runs on the unpacked entry: either tells that small
         # products are in use.
         self.small_stack = _FirstSmall(
-            self, "small_stack", entries.SMALL_STACK, (*fixed, plan.PARALLEL_MIN_STACK_VOLUME, self.one, self.zero),
+            self, "small_stack", entries.SMALL_STACK, (*fixed, config.parallel_min_stack_volume, self.one, self.zero),
             (entries.BATCHED, entries.UNPACKED), SMALL_REFUSED,
         )
         self.vector = _FirstUse(self, "vector", entries.VECTOR)
-        self.shared_rows = blocking.shared_block_rows(self.sizes, dtype)
-        self.one_thread_volume = plan.one_thread_unpacked_volume(kernel, dtype)
+        self.shared_rows = blocking.shared_block_rows(config, self.sizes, dtype)
+        self.one_thread_volume = config.one_thread_unpacked_volume.of(dtype.itemsize)
         self.version = version
         self.kernel, self.dtype = kernel, dtype
         self.depth_sizes: dict[int, blocking.BlockSizes] = {}

@@ -66,7 +66,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     entries.UNPACKED_PARALLEL.get(kernel, dtype)(
         *prep.tiles, prep.scalar(alpha), prep.scalar(beta),
         prep.one, prep.zero,
-        a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(m, n, k, kc, dtype), ws.counter,
+        a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(prep, m, n, k, kc), ws.counter,
     )
 
 
@@ -74,11 +74,12 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
 _NO_PARTIAL = {"f": np.empty(0, np.float32), "d": np.empty(0, np.float64)}
 
 
-def _split_k_room(m: int, n: int, k: int, kc: int, dtype: np.dtype) -> np.ndarray:
+def _split_k_room(prep, m: int, n: int, k: int, kc: int) -> np.ndarray:
     """Room for the split-K partial sums of an unpacked product (one slice per KC block),
     or an empty array when k is one block or the slices would be too large."""
     k_blocks = -(-k // kc)
-    return np.empty(k_blocks * m * n if 1 < k_blocks and k_blocks * m * n <= plan.SPLIT_K_MAX_ELEMENTS else 0, dtype)
+    elements = k_blocks * m * n
+    return np.empty(elements if 1 < k_blocks and elements <= prep.config.split_k_max_elements else 0, prep.dtype)
 
 
 def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
@@ -114,7 +115,7 @@ def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, siz
     """A stack's products, each in turn on ``workers`` workers (the parallel driver a lone
     product takes, with its split-K room when unpacked)."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
-    partial = _split_k_room(a.shape[0], b.shape[1], a.shape[1], sizes.kc, dtype) if unpacked else _NO_PARTIAL[dtype.char]
+    partial = _split_k_room(prep, a.shape[0], b.shape[1], a.shape[1], sizes.kc) if unpacked else _NO_PARTIAL[dtype.char]
     one, zero = prep.one, prep.zero
     entries.BATCH_EACH_PARALLEL.get(kernel, dtype)(
         *prep.tiles, one, zero, one, zero, a, b, c, *offsets, unpacked,

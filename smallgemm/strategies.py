@@ -57,7 +57,8 @@ class Problem:
         if self._oriented:
             return
         self._oriented = True
-        self.a, self.b, self.c, self.swapped = plan._oriented(self.a, self.b, self.c, self.prep.narrow_cols)
+        self.a, self.b, self.c, self.swapped = plan._oriented(self.prep.config, self.a, self.b, self.c,
+                                                                  self.prep.narrow_cols)
         if self.swapped:
             self.m, self.n = self.n, self.m
             if self.offsets is not None:
@@ -76,10 +77,10 @@ class Problem:
         self.orient()
         prep, m, n, k = self.prep, self.m, self.n, self.k
         if self.offsets is None:
-            one_thread = self.workers == 1 or not plan.worth_threads(m, n, k, True, self.dtype)
+            one_thread = self.workers == 1 or not plan.worth_threads(prep.config, m, n, k, True, self.dtype)
         else:
             one_thread = self.workers == 1
-        return plan._use_unpacked(m, n, k, self.a, self.b, prep.narrow_cols, prep.sizes.kc,
+        return plan._use_unpacked(prep.config, m, n, k, self.a, self.b, prep.narrow_cols, prep.sizes.kc,
                                   prep.one_thread_volume if one_thread else 0)
 
     @property
@@ -107,7 +108,7 @@ class Problem:
         self.orient()
         if self.turned:
             return True
-        if self.swapped or not plan._turns_few_rows(self.a, self.b, self.prep.turned_rows):
+        if self.swapped or not plan._turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
             return False
         self.a, self.b, self.c = self.b.T, np.ascontiguousarray(self.a.T), self.c.T
         self.turned = True
@@ -160,7 +161,7 @@ def _blocked_parallel(p: Problem) -> None:
 
 
 def _unpacked_worth_threads(p: Problem) -> bool:
-    return plan.worth_threads(p.m, p.n, p.k, True, p.dtype)
+    return plan.worth_threads(p.prep.config, p.m, p.n, p.k, True, p.dtype)
 
 
 def _few_prepacked(p: Problem) -> bool:
@@ -173,7 +174,7 @@ def _stack_sizes(p: Problem):
 
 def _stack_worth_threads(p: Problem) -> bool:
     p.orient()  # before any rule reads m and n
-    return len(p.offsets[2]) * p.m * p.n * p.k >= plan.PARALLEL_MIN_STACK_VOLUME
+    return len(p.offsets[2]) * p.m * p.n * p.k >= p.prep.config.parallel_min_stack_volume
 
 
 def _stack_serial(p: Problem) -> None:
@@ -204,23 +205,23 @@ PRODUCT = (
     EMPTY,
     SCALE_ONLY,
     Strategy("turned few rows",
-             "x @ W.T with m in the kernel's turned rows (plan.turned_few_rows) and W taller than FEW_ROWS_MAX: "
+             "x @ W.T with m in the kernel's turned rows (plan.turned_few_rows) and W taller than few_rows_max: "
              "C^T = W x^T, W's rows read in place", Problem.turn_few_rows, _unpacked_worth_threads,
              _unpacked_serial, _unpacked_parallel),
     Strategy("row dots", "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
              lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS), _unpacked_worth_threads,
              _unpacked_serial, _unpacked_parallel),
     Strategy("transposing stream",
-             "few rows (m <= FEW_ROWS_MAX) times a B with contiguous columns: B packed a strip at a time",
+             "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
              lambda p: p.unpacked and p.form == TRANSPOSING_STREAM, _unpacked_worth_threads,
              _unpacked_serial, _unpacked_parallel),
     Strategy("direct tiles",
-             "B's rows contiguous and packing costs more than it saves: up to UNPACKED_MAX_VOLUME "
-             "multiply-adds, few rows (m <= FEW_ROWS_MAX), n within the narrow tile, or on one thread up to "
+             "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
+             "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
              "the kernel's one-thread volume (plan._use_unpacked)",
              lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel),
     Strategy("blocked", "every other product: the five loops, A and B packed",
-             lambda p: True, lambda p: plan.worth_threads(p.m, p.n, p.k, False, p.dtype),
+             lambda p: True, lambda p: plan.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype),
              _blocked_serial, _blocked_parallel),
 )
 
@@ -228,12 +229,12 @@ PREPACKED = (
     EMPTY,
     SCALE_ONLY,
     Strategy("prepacked few rows", "fewer rows than the main tile's MR: the packed panels stream past the rows",
-             _few_prepacked, lambda p: p.k * p.n >= plan.PARALLEL_MIN_STREAM,
+             _few_prepacked, lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
                                                       p.c, p.workers, True)),
     Strategy("prepacked", "the blocked loops with B packed ahead", lambda p: True,
-             lambda p: p.m * p.n * p.k >= plan.parallel_min_volume(p.dtype),
+             lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
                                                       p.c, p.workers, False)),
@@ -246,9 +247,9 @@ STACK = (
     Strategy("stack, each product on all workers",
              "products worth threads alone but too few to share out evenly (plan._each_on_all_workers)",
              lambda p: p.workers > 1 and _stack_worth_threads(p) and plan._each_on_all_workers(
-                 len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype),
+                 p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype),
              _stack_worth_threads, _stack_serial, _stack_each_parallel),
-    Strategy("stack tasks", "from PARALLEL_MIN_STACK_VOLUME multiply-adds in all: whole products shared out",
+    Strategy("stack tasks", "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
              lambda p: p.workers > 1 and _stack_worth_threads(p), _stack_worth_threads, _stack_serial, _stack_tasks),
     Strategy("stack serial", "every other stack: the products one after the other", lambda p: True, None,
              _stack_serial),

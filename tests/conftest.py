@@ -14,7 +14,7 @@ import pytest
 
 import smallgemm
 from smallgemm import blocking, cpu, plan
-from smallgemm.kernels import KERNELS, kernel_by_name
+from smallgemm.kernels import KERNELS, BySize, kernel_by_name
 
 KERNEL_NAMES = [k.name for k in KERNELS]
 DTYPES = [np.float32, np.float64]
@@ -79,32 +79,22 @@ def random_matrix(rng, shape, dtype, order="C"):
     return np.asfortranarray(data) if order == "F" else np.ascontiguousarray(data)
 
 
-@contextlib.contextmanager
-def plan_limits(**values):
-    """plan's limits (its module constants: UNPACKED_MAX_VOLUME, FEW_ROWS_MAX, ...) set to
-    ``values`` inside a with block.  A thread's prepared state binds some of them when it
-    is built (matmul's small-matrix way in, ``runners.run_small``), so the states are rebuilt
-    on entry and on exit: a limit changed after a product is never silently ignored."""
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            for name, value in values.items():
-                assert name.isupper() and hasattr(plan, name), f"plan has no limit {name}"
-                patch.setattr(plan, name, value)
-            plan._bump_version()
-            yield
-    finally:
-        plan._bump_version()
+def configured(**changes):
+    """Every kernel's configuration with ``changes`` (``KernelConfig`` fields: unpacked_max_volume,
+    few_rows_max, ...) inside a with block (``plan.override_config``, which rebuilds the prepared
+    states on entry and exit: a value changed after a product is never silently ignored)."""
+    return plan.override_config(**changes)
 
 
 @pytest.fixture
 def limits():
-    """``plan_limits`` until the end of the test: ``limits(NAME=value, ...)``."""
+    """``configured`` until the end of the test: ``limits(field=value, ...)``."""
     with contextlib.ExitStack() as stack:
-        yield lambda **values: stack.enter_context(plan_limits(**values))
+        yield lambda **values: stack.enter_context(configured(**values))
 
 
 def blocked_product(a, b):
     """a @ b on the blocked driver, whatever its size and however few rows a has: the
     reference bits the unpacked paths must give."""
-    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0}, FEW_ROWS_MAX=0):
+    with configured(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0):
         return smallgemm.matmul(a, b)

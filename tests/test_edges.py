@@ -58,30 +58,30 @@ def _decides(m, n, k, dtype, one_thread, a_row_pad=0, kc=None):
     b = np.zeros((k, n), dtype)
     kernel = kernel_by_name("avx512")
     kc = kc or plan.block_sizes(kernel, dtype).kc
-    volume = plan.one_thread_unpacked_volume(kernel, dtype) if one_thread else 0
-    return plan._use_unpacked(m, n, k, a, b, 0, kc, volume)
+    config = plan.config_of(kernel)
+    volume = config.one_thread_unpacked_volume.of(dtype.itemsize) if one_thread else 0
+    return plan._use_unpacked(config, m, n, k, a, b, 0, kc, volume)
 
 
 def test_mid_size_products_skip_packing_only_with_their_kernels(dtype):
     """Mid-size products skip packing on one thread with the kernels measured to gain
     from it (the AVX-512 tiles), never with the others."""
     for kernel in KERNELS:
-        volume = plan.one_thread_unpacked_volume(kernel, dtype)
-        if kernel.name in plan.UNPACKED_ONE_THREAD_KERNELS:
-            mid_size, small = (limits[dtype.itemsize] for limits in (plan.UNPACKED_ONE_THREAD_MAX_VOLUME,
-                                                                    plan.UNPACKED_MAX_VOLUME))
-            assert volume == mid_size > small
+        config = kernel.config
+        volume = config.one_thread_unpacked_volume.of(dtype.itemsize)
+        if kernel.name == "avx512":
+            assert volume > config.unpacked_max_volume.of(dtype.itemsize)
         else:
             assert volume == 0
-    assert plan.UNPACKED_ONE_THREAD_KERNELS <= {kernel.name for kernel in KERNELS}
 
 
 def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(dtype):
-    side = round(plan.UNPACKED_MAX_VOLUME[dtype.itemsize] ** (1 / 3)) + 30
+    config = kernel_by_name("avx512").config
+    side = round(config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3)) + 30
     assert _decides(side, side, side, dtype, one_thread=True)
     assert not _decides(side, side, side, dtype, one_thread=False)
     assert not _decides(side, side, side, dtype, one_thread=True, kc=side - 1)
-    limit = plan.UNPACKED_ONE_THREAD_MAX_VOLUME[dtype.itemsize]
+    limit = config.one_thread_unpacked_volume.of(dtype.itemsize)
     big = round(limit ** (1 / 3)) + 1
     assert not _decides(big, big, big, dtype, one_thread=True)
     # A's rows 4 KiB apart would share L1 sets: packed.
@@ -92,7 +92,7 @@ def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(d
 
 def test_mid_size_products_on_one_thread_give_the_blocked_bits(kernel, dtype):
     rng = np.random.default_rng(13)
-    side = round(plan.UNPACKED_MAX_VOLUME[dtype.itemsize] ** (1 / 3))
+    side = round(kernel.config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
     m, n, k = side + 17, side + 9, side + 5  # past the small products, with edges
     a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):

@@ -15,7 +15,7 @@ from reference import assert_close
 from conftest import forced_kernel, random_matrix
 from smallgemm import entries, plan, prepared
 from smallgemm.driver import gemm_entry
-from smallgemm.kernels import KERNELS
+from smallgemm.kernels import KERNELS, BySize
 from smallgemm.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_entry
 
 
@@ -48,7 +48,7 @@ def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, limits):
     rng = np.random.default_rng(7)
     a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 40), dtype)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # small: the unpacked path
-    limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0}, FEW_ROWS_MAX=0)
+    limits(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
     for entry in (gemm_entry, unpacked_entry):
         ran = {(sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float))) for sig in entry.signatures}

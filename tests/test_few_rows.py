@@ -8,13 +8,14 @@ from numba import njit
 
 import smallgemm
 from smallgemm import blocking, entry, parallel, plan, prepared, runners, simd, strategies, unpacked
-from conftest import blocked_product, plan_limits, random_matrix
+from conftest import blocked_product, configured, random_matrix
+from smallgemm.kernels import KERNELS, BySize
 from reference import assert_close
 
 
 @pytest.fixture
 def always_parallel(limits):
-    limits(PARALLEL_MIN_VOLUME={4: 0, 8: 0})
+    limits(parallel_min_volume=BySize(0, 0))
 
 
 def b_layouts(rng, k, n, dtype):
@@ -149,11 +150,12 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
 
 
 def narrow_operands(rng, kernel, dtype, n, large):
-    """(a, b) of a product narrow enough to be turned over: past TURNED_NARROW_MIN_A, and
+    """(a, b) of a product narrow enough to be turned over: past turned_narrow_min_a, and
     past the unpacked volume (the planner's way in) when ``large``, else within it (the
     small path's)."""
-    k = max(plan.TURNED_NARROW_MIN_DEPTH + 5, -(-plan.TURNED_NARROW_MIN_A[dtype.itemsize] // 300))
-    m = plan.UNPACKED_MAX_VOLUME[dtype.itemsize] // (n * k) + 7 if large else 300
+    config = kernel.config
+    k = max(config.turned_narrow_min_depth + 5, -(-config.turned_narrow_min_a.of(dtype.itemsize) // 300))
+    m = config.unpacked_max_volume.of(dtype.itemsize) // (n * k) + 7 if large else 300
     return random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
 
 
@@ -166,10 +168,10 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
     rng = np.random.default_rng(n)
     a, b = narrow_operands(rng, kernel, dtype, n, large)
     turned = 2 * n <= kernel.narrow.cols(dtype.itemsize)
-    assert plan._turns_narrow(a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
+    assert plan._turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
-        with plan_limits(TURNED_NARROW_MIN_DEPTH=a.shape[1] + 1):  # not turned
+        with configured(turned_narrow_min_depth=a.shape[1] + 1):  # not turned
             np.testing.assert_array_equal(smallgemm.matmul(a, b), got)
         for i in (0, a.shape[0] // 2, a.shape[0] - 1):
             np.testing.assert_array_equal(smallgemm.matmul(a[i], b), got[i], err_msg=f"row {i}")
@@ -308,7 +310,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
     """Row dots of rows that all start at one place within a vector, for every place: the
     steps before a vector boundary taken on their own (in every KC block) give the bits of
     the blocked driver, on any thread count."""
-    limits(PARALLEL_MIN_STREAM=0)  # no one-thread way in, whatever the size
+    limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
@@ -351,7 +353,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     (rows far apart, with strips requested ahead, and a last strip cut short) or not (rows
     close together) give the bits of the blocked driver, on any thread count; so does a B
     too narrow to be split."""
-    limits(PARALLEL_MIN_STREAM=0)  # shared out whatever the size
+    limits(parallel_min_stream=0)  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
@@ -378,7 +380,7 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
     beta, NaN in C unread), the same bits through every way in, for rows read backwards or
     padded, and on any thread count;
     with a strided vector, and for other products, the invariant bits."""
-    limits(PARALLEL_MIN_STREAM=0)  # row dots shared out whatever the size
+    limits(parallel_min_stream=0)  # row dots shared out whatever the size
     rng = np.random.default_rng(rows * 1000 + k)
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
     strided = random_matrix(rng, (2 * k,), dtype)[::2]
@@ -415,7 +417,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
     """The lane-wise opt-in is a run-time value of the row-dots rule: the entries compiled
     for the invariant row dots serve it, on one thread and several (a second set cost about
     a minute per kernel and dtype), and its bits are its own."""
-    limits(PARALLEL_MIN_STREAM=0)
+    limits(parallel_min_stream=0)
     rng = np.random.default_rng(17)
     w, x = random_matrix(rng, (90, 70), dtype), random_matrix(rng, (70,), dtype)
     entries = [e for e in vars(plan).values() if isinstance(e, entry.Entry)]
@@ -438,7 +440,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
 def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, limits, count):
     """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:
     every product the bits of the lone product on one thread."""
-    limits(PARALLEL_MIN_STACK_VOLUME=0, PARALLEL_MIN_STREAM=0)
+    limits(parallel_min_stack_volume=0, parallel_min_stream=0)
     rng = np.random.default_rng(count)
     w = random_matrix(rng, (count, 70, 45), dtype)
     x = random_matrix(rng, (count, 45, 1), dtype)
@@ -459,15 +461,17 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     are few."""
     w = np.zeros((4096, 4096), np.float32)
     x = np.zeros((4096, 1), np.float32)
-    assert plan._use_unpacked(4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
-    assert plan.worth_threads(4096, 1, 4096, True, w.dtype)
-    assert not plan.worth_threads(64, 1, 64, True, w.dtype)
+    for kernel in KERNELS:
+        config = kernel.config
+        assert plan._use_unpacked(config, 4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
+        assert plan.worth_threads(config, 4096, 1, 4096, True, w.dtype)
+        assert not plan.worth_threads(config, 64, 1, 64, True, w.dtype)
 
 
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
 def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, limits, form):
     """Row dots split into runs of row blocks: the bits of one thread on 1, 2, 3 and 8."""
-    limits(PARALLEL_MIN_STREAM=0)  # no one-thread way in, whatever the size
+    limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(9)
     rows, k = 301, 45
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
@@ -489,7 +493,7 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
     k, m = 70, 300
     x = random_matrix(rng, (k, m), dtype)
     g = random_matrix(rng, (k, n), dtype)
-    assert plan._oriented(x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[3]  # the turned-over path
+    assert plan._oriented(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[3]  # the turned-over path
     expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
     assert_close(expected, 1.0, x.T, g)
     for threads in (1, 2, 3, 8):
@@ -507,29 +511,30 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, 
                                                                        everywhere):
     """``x @ W.T`` (W stored [N, K]) with as many rows as the narrow or the main tile has
     columns (float64: 2 to two main strips) is computed turned over, W x^T, on the kernels of
-    TURNED_FEW_ROWS_KERNELS (or on every kernel, to run the path on each): right against the reference (alpha, beta, every
+    that turn them (``turned_few_rows`` in their configuration; or on every kernel, to run the path on each): right against the reference (alpha, beta, every
     layout of x and of C), and the bits of the blocked driver, of each row alone, of the rows
     inside a large product and of every thread count; the operands are left as they were."""
     if everywhere:
-        limits(TURNED_FEW_ROWS_KERNELS=frozenset({"avx512", "avx2", "portable"}))
+        limits(turned_few_rows=True)
     narrow, wide = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
     turned_rows = prepared.current_prepared(dtype).turned_rows
     if dtype.itemsize == 8:  # from 2 rows to two main strips
         expected = tuple(range(2, 2 * wide + 1))
     else:  # one strip of either tile
         expected = (narrow, wide)
-    assert turned_rows == (expected if everywhere or kernel.name in plan.TURNED_FEW_ROWS_KERNELS else ())
+    assert turned_rows == (expected if everywhere or kernel.config.turned_few_rows else ())
     # Each end of the turned counts and the strip widths among them; counts on either side.
     turned = sorted({min(turned_rows, default=0), narrow, wide, max(turned_rows, default=0)} & set(turned_rows))
     not_turned = sorted({2, narrow - 1, narrow + 1, wide + 1, max(turned_rows, default=0) + 1} - set(turned_rows))
     rng = np.random.default_rng(21)
-    # Two KC blocks; W past FEW_ROWS_MAX rows, with edge columns for every tile.
-    k, n = plan.block_sizes(kernel, dtype).kc + 17, plan.FEW_ROWS_MAX + 2 * wide + 5
+    # Two KC blocks; W past few_rows_max rows, with edge columns for every tile.
+    config = plan.config_of(kernel)
+    k, n = plan.block_sizes(kernel, dtype).kc + 17, config.few_rows_max + 2 * wide + 5
     w = random_matrix(rng, (n, k), dtype)
     w_copy = w.copy()
     for m in turned + not_turned:
         x = random_matrix(rng, (m, k), dtype)
-        assert plan._turns_few_rows(x, w.T, turned_rows) == (m in turned)
+        assert plan._turns_few_rows(config, x, w.T, turned_rows) == (m in turned)
         with smallgemm.num_threads(1):
             got = smallgemm.matmul(x, w.T)
         assert_close(got, 1.0, x, w.T)
@@ -665,7 +670,7 @@ def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
 def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans, limits):
     """Prepacked products on any number of workers (few rows: groups of panels;
     more: row-block tasks) give the bits of the one-thread unpacked operand."""
-    limits(PARALLEL_MIN_VOLUME={4: 0, 8: 0}, PARALLEL_MIN_STREAM=0)
+    limits(parallel_min_volume=BySize(0, 0), parallel_min_stream=0)
     ran = []
     real = runners.run_prepacked_parallel
     monkeypatch.setattr(runners, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))
@@ -773,8 +778,9 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(kernel, dtyp
     """Below the parallel volume, a few-rows product whose B is large still streams B on
     every worker (it is memory-bound); the bits do not depend on the thread count."""
     rng = np.random.default_rng(m)
-    k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
-    assert m * n * k < plan.parallel_min_volume(dtype)
+    config = kernel.config
+    k, n = 300, config.parallel_min_stream // 300 + 50
+    assert m * n * k < config.parallel_min_volume.of(dtype.itemsize)
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     parallel_runs = []
@@ -811,7 +817,7 @@ def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
-    limits(FEW_ROWS_MAX=0, UNPACKED_MAX_VOLUME={4: 0, 8: 0}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: 0, 8: 0})
+    limits(few_rows_max=0, unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0))
     packed = smallgemm.matmul(np.vstack([x, x[:, ::-1]] * 20), w)  # the blocked driver
     np.testing.assert_array_equal(packed[:1], expected)
 
@@ -822,8 +828,9 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     """Sweeps of several row tiles (the later ones request the next strip; one column strip per
     worker for a row-major B, three for a transposed one): same bits on 1, 2, 3 and 8 threads."""
     rng = np.random.default_rng(m)
-    k, n = 300, plan.PARALLEL_MIN_STREAM // 300 + 50
-    assert plan.worth_threads(m, n, k, True, dtype) and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
+    config = kernel.config
+    k, n = 300, config.parallel_min_stream // 300 + 50
+    assert plan.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     results = []

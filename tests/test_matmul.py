@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import smallgemm
-from conftest import plan_limits, random_matrix
+from conftest import configured, random_matrix
+from smallgemm.kernels import BySize
 from reference import assert_close
-from smallgemm import plan, runners, strategies
+from smallgemm import runners, strategies
 from smallgemm.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 
 SHAPE_PAIRS = [
@@ -196,7 +197,7 @@ def _matrix(rng, shape, dtype, layout):
 def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dtype, layout):
     """2-D products take matmul's direct way in, whatever their size: the same bits as the
     general way (``out=``) and ``gemm``, and as the other driver, against the reference."""
-    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
+    side = round(kernel.config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
     rng = np.random.default_rng(side)
     for m, n, k in ((side, side, side), (side + 1, side + 1, side + 1), (3 * side, side, 3)):
         a, b = _matrix(rng, (m, k), dtype, layout), _matrix(rng, (k, n), dtype, layout)
@@ -207,7 +208,7 @@ def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dty
         np.testing.assert_array_equal(smallgemm.matmul(a, b, out=out), got)
         np.testing.assert_array_equal(smallgemm.gemm(1.0, a, b), got)
         for limit in (0, m * n * k):  # blocked, then unpacked
-            with plan_limits(UNPACKED_MAX_VOLUME={4: limit, 8: limit}, UNPACKED_ONE_THREAD_MAX_VOLUME={4: limit, 8: limit}):
+            with configured(unpacked_max_volume=BySize(limit, limit), one_thread_unpacked_volume=BySize(limit, limit)):
                 np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"limit {limit}")
 
 
@@ -216,8 +217,8 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     contiguous rows and leaves every other one, untouched, to the planner or to the general
     path: each route gives matmul's result against the reference, bitwise as ``out=``."""
     rng = np.random.default_rng(12)
-    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
-    narrow_rows = plan.FEW_ROWS_MAX + 1
+    side = round(kernel.config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
+    narrow_rows = kernel.config.few_rows_max + 1
     records = np.zeros((6, 5), dtype=[("x", dtype), ("pad", np.int8)])
     records["x"] = rng.standard_normal((6, 5))
     cases = [
@@ -253,7 +254,7 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
         np.testing.assert_array_equal(smallgemm.matmul(a, b, out=np.empty_like(got)), got, err_msg=name)
     a, b = random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype)
     c = np.empty((16, 16), dtype)
-    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
+    with configured(unpacked_max_volume=BySize(0, 0)):  # the limit a prepared state binds, changed after a call
         assert runners.run_small(a, b, c, dtype) == SMALL_PLANNED
     assert runners.run_small(a, b, c, dtype) == SMALL_DONE
     _check_outs(lambda left, right, out: runners.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b))
@@ -309,9 +310,10 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     ``run_batch``: a product past the small limit, B transposed, a narrow C of many rows, or
     a stack worth the threads (but on one thread the same stack is small again)."""
     rng = np.random.default_rng(13)
-    side = round(plan.unpacked_max_volume(dtype) ** (1 / 3))
-    narrow_rows = plan.FEW_ROWS_MAX + 1
-    parallel_count = plan.PARALLEL_MIN_STACK_VOLUME // (16 * 16 * 16) + 1
+    config = kernel.config
+    side = round(config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
+    narrow_rows = config.few_rows_max + 1
+    parallel_count = config.parallel_min_stack_volume // (16 * 16 * 16) + 1
     cases = [  # (name, count, m, k, n, B's layout, threads, route)
         ("one 16x16", 1, 16, 16, 16, "C", 1, SMALL_DONE),
         ("ten 16x16", 10, 16, 16, 16, "C", 1, SMALL_DONE),
@@ -356,7 +358,7 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         np.testing.assert_array_equal(b, b0)
     a, b = _stack(rng, (4, 16, 16), dtype, layout), _stack(rng, (4, 16, 16), dtype, "C")
     offsets = [np.arange(4, dtype=np.int64) * step for step in (a.strides[0] // dtype.itemsize, 256, 256)]
-    with plan_limits(UNPACKED_MAX_VOLUME={4: 0, 8: 0}):  # the limit a prepared state binds, changed after a call
+    with configured(unpacked_max_volume=BySize(0, 0)):  # the limit a prepared state binds, changed after a call
         assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
     assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
     a = np.ascontiguousarray(a)

@@ -11,6 +11,7 @@ import pytest
 import smallgemm
 from smallgemm import blocking, dispatch, plan, prepared, runners, workspace
 from conftest import random_matrix
+from smallgemm.kernels import BySize
 from reference import assert_close
 
 THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
@@ -19,8 +20,8 @@ THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 @pytest.fixture
 def always_parallel(limits):
     """Let even small products take the parallel driver."""
-    none = {4: 0, 8: 0}
-    limits(PARALLEL_MIN_VOLUME=none, PARALLEL_MIN_STACK_VOLUME=0, UNPACKED_MAX_VOLUME=none, UNPACKED_ONE_THREAD_MAX_VOLUME=none)
+    none = BySize(0, 0)
+    limits(parallel_min_volume=none, parallel_min_stack_volume=0, unpacked_max_volume=none, one_thread_unpacked_volume=none)
 
 
 def products_by_thread_count(a, b, beta=0.0, c=None):
@@ -349,8 +350,8 @@ def test_concurrent_calls_from_python_threads(always_parallel):
 CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
 from smallgemm import plan
-plan.PARALLEL_MIN_VOLUME = {4: 0, 8: 0}
-plan.PARALLEL_MIN_STACK_VOLUME = 0
+from smallgemm.kernels import BySize
+plan.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
 a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])

@@ -322,12 +322,13 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
 def test_default_block_sizes_take_the_vendors_measured_correction(name, dtype):
     """Where a vendor's correction is recorded, the A block takes about its share of
     the L2 (whole MR panels, rounded up) and NC its cap; elsewhere the model's MC
-    for the used KC and NC up to NC_MAX.  KC never changes (it alone changes bits)."""
+    for the used KC and NC up to the configuration's nc_max.  KC never changes (it alone changes bits)."""
     kernel, dt = kernel_by_name(name), np.dtype(dtype)
     model = blocking.default(kernel, dt, CACHES, vendor="")
     assert model.mc == blocking.analytic_mc(kernel.mr(), kernel.nr(dt), model.kc, dt.itemsize, CACHES[1])
-    assert model.nc <= blocking.NC_MAX
-    for vendor, correction in blocking.VENDOR_CORRECTIONS.items():
+    assert model.nc <= kernel.config.nc_max
+    assert kernel.config.vendor_corrections
+    for vendor, correction in kernel.config.vendor_corrections.items():
         capped = blocking.default(kernel, dt, CACHES, vendor=vendor)
         assert capped.kc == model.kc and capped.mc % kernel.mr() == 0 and capped.mc <= model.mc
         block, panel = capped.mc * capped.kc * dt.itemsize, kernel.mr() * capped.kc * dt.itemsize
@@ -337,9 +338,10 @@ def test_default_block_sizes_take_the_vendors_measured_correction(name, dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_shared_a_block_holds_at_most_its_share_of_the_l2(dtype):
-    """The rows the threads share as one packed A block: SHARED_A_L2S of the L2, whole rows."""
+    """The rows the threads share as one packed A block: shared_a_l2s of the L2, whole rows."""
     dt = np.dtype(dtype)
+    config = kernel_by_name("avx512").config
     for kc in (256, 1000, 1024):
-        rows = blocking.shared_block_rows(blocking.BlockSizes(mc=14, nc=32, kc=kc), dt, CACHES)
-        limit = blocking.SHARED_A_L2S * CACHES[1].size
+        rows = blocking.shared_block_rows(config, blocking.BlockSizes(mc=14, nc=32, kc=kc), dt, CACHES)
+        limit = config.shared_a_l2s * CACHES[1].size
         assert rows * kc * dt.itemsize <= limit < (rows + 1) * kc * dt.itemsize

@@ -168,6 +168,8 @@ tile_step_fmas = _shape_constant(lambda s, size: s.rows * s.vectors, needs_point
 tile_step_fmas.__doc__ = "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+tile_fetches_ahead = _shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
+tile_fetches_ahead.__doc__ = "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
 
 
 @intrinsic

@@ -117,7 +117,7 @@ def enumerate_candidates(
     sizes (Low et al. 2016, the search's starting point), then the library's
     defaults (for ``vendor``, by default the host's), then for each KC of the
     analytic one and KC_GRID (ascending) the MC of the L2 model for that KC
-    times MC_FACTORS, with NC from the L3 model capped at blocking.NC_MAX.
+    times MC_FACTORS, with NC from the L3 model capped at the configuration's ``nc_max``.
     Duplicates and candidates over the workspace limit are left out.
     """
     k = kernel_by_name(kernel)
@@ -131,7 +131,7 @@ def enumerate_candidates(
         model_mc = blocking.analytic_mc(mr, nr, kc, size, l2)
         for factor in MC_FACTORS:
             mc = _round_down(model_mc * factor, mr)
-            nc = min(blocking.analytic_nc(mr, nr, kc, mc, size, l3), _round_down(blocking.NC_MAX, nr))
+            nc = min(blocking.analytic_nc(mr, nr, kc, mc, size, l3), _round_down(k.config.nc_max, nr))
             sizes.append(blocking.BlockSizes(mc=mc, nc=nc, kc=kc))
     unique = list(dict.fromkeys(sizes))
     found = []

@@ -47,8 +47,9 @@ def boundary_shapes(candidate: Candidate) -> list[Shape]:
     """
     kernel = kernel_by_name(candidate.kernel)
     mr, nr = kernel.mr(), kernel.nr(candidate.dtype)
-    m0, n0, k0 = max(3 * mr, plan.FEW_ROWS_MAX) + 1, 2 * nr + 1, candidate.kc + 1
-    while m0 * n0 * k0 <= plan.unpacked_max_volume(np.dtype(candidate.dtype)):
+    config = plan.config_of(kernel)
+    m0, n0, k0 = max(3 * mr, config.few_rows_max) + 1, 2 * nr + 1, candidate.kc + 1
+    while m0 * n0 * k0 <= config.unpacked_max_volume.of(np.dtype(candidate.dtype).itemsize):
         n0 += nr
     around = lambda *sizes: [s + d for s in sizes for d in (-1, 0, 1) if s + d >= 1]  # noqa: E731
     shapes = [(m, n0, k0) for m in around(mr, candidate.mc)]

@@ -1,0 +1,29 @@
+"""The AVX2+FMA kernel: 6x16 float32, 6x8 float64, and its tuning."""
+
+from ..simd import TileShape
+from .config import BySize, KernelConfig
+from .kernel import Kernel
+
+KERNEL = Kernel(
+    "avx2",
+    # 12 of the 16 ymm registers hold the tile; the 14x32 tile split into ymm halves
+    # spills (92 GFLOP/s measured), so AVX2 gets its own shape.
+    shape=TileShape(rows=6, vectors=2, bits=256, fused=True),
+    narrow=TileShape(rows=8, vectors=1, bits=256, fused=True),
+    few=TileShape(rows=4, vectors=2, bits=256, fused=True),
+    # No requests ahead in the single-row stream: with them, float32 [1,4096] @
+    # [4096,4096] took 5.1-5.5 ms against 3.3-3.6.
+    gemv=TileShape(rows=1, vectors=8, bits=256, fused=True),
+    resident=TileShape(rows=4, vectors=1, bits=256, fused=True, depth=8),
+    requires=("avx2", "fma"),
+    description="AVX2+FMA: 6x16 float32, 6x8 float64",
+    config=KernelConfig(
+        # Measured beside the model's KC: 512 for both dtypes.
+        kc=BySize(512, 512),
+        # Packing beats the direct tiles from 128^3 on one thread.
+        one_thread_unpacked_volume=BySize(0, 0),
+        # One thread, W [2048,512]: float32 m = 8 252 µs turned over against 354
+        # streamed; float64 m = 2 346 against 500, m = 24 1291 against 1566.
+        turned_few_rows=True,
+    ),
+)

@@ -1,0 +1,94 @@
+"""What a kernel's configuration holds: every tuning value the planner reads for it.
+
+Each kernel module (``avx512``, ``avx2``, ``portable``) gives one ``KernelConfig``
+beside its tile shapes, as BLIS keeps one ``config/<arch>`` table per CPU.  A field's
+default here is the value measured on the AVX-512 kernel that no other kernel has
+measured differently; a kernel module sets every value it measured for itself.
+Only KC changes bits; every other value only moves work between paths that compute
+the same chains of FMAs.  The constants compiled into the drivers, the same for every
+kernel, are in ``shared``.  The measurements behind the values: docs/design.md and
+docs/performance.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+
+class BySize(NamedTuple):
+    """One value per dtype, where it was measured per dtype."""
+
+    float32: int
+    float64: int
+
+    def of(self, itemsize: int) -> int:
+        """The value for a dtype of ``itemsize`` bytes."""
+        return self.float32 if itemsize == 4 else self.float64
+
+
+@dataclass(frozen=True)
+class VendorCorrection:
+    """Where a CPU vendor's caches measured better than the cache model: MC and NC caps
+    (neither changes a bit of a result; only KC does)."""
+
+    # The MC x KC block of A takes at most this share of the L2.
+    l2_share_for_a: float
+    # The KC x NC slice of B has at most this many columns.
+    nc_max: int
+
+
+# Intel, 2 MiB 16-way L2: with the measured KC the B panels stream through the L2 beside
+# the A block, so A takes half the L2 and a B slice 1024 columns (float64 1024^3 0.96x
+# NumPy against 0.85-0.89x with the model's MC).  A 1 MiB AMD L2 measured well with the model.
+INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The tuning values of one kernel."""
+
+    # KC per dtype; None: the cache model's KC (Low et al.), for each dtype.
+    kc: BySize | None
+    # Products up to this many multiply-adds on one thread, within one KC block, skip
+    # packing too, where the direct tiles beat it (0: only those up to
+    # ``unpacked_max_volume`` do).
+    one_thread_unpacked_volume: BySize
+    # Whether ``x @ W.T`` with m in the turned rows (``plan.turned_few_rows``) is computed
+    # turned over, C^T = W x^T, where it measured faster than the transposing stream.
+    turned_few_rows: bool
+    # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and
+    # only grows the workspace.
+    nc_max: int = 4096
+    # MC and NC caps by CPU vendor (``cpu.vendor()``).
+    vendor_corrections: Mapping[str, VendorCorrection] = field(
+        default_factory=lambda: {"GenuineIntel": INTEL_L2})
+    # Rows of A all threads share as one packed block are at most this many L2s of packed
+    # A; beyond, each worker's own MC-row blocks win (two threads, float32, 2 MiB L2:
+    # one shared block 4-14 % faster up to 768 rows, 8 % slower at 2048).
+    shared_a_l2s: float = 1.5
+    # Up to this many multiply-adds (B's rows contiguous) packing costs more than it
+    # saves: it draws even from 128^3 float32 and 112^3 float64, one thread.  Below
+    # ``parallel_min_volume``, so that such a product never needs threads.
+    unpacked_max_volume: BySize = BySize(120**3, 96**3)
+    # Up to this many rows (B's rows contiguous, or B's columns for the transposing
+    # stream) the unpacked drivers beat packing B whatever the size.  At most
+    # ``shared.FEW_ROWS``, the rows the few-rows tile and stream are compiled for.
+    few_rows_max: int = 32
+    # A C at most half as wide as the narrow tile is turned over from this depth and
+    # this many elements of A; below, the strip packing costs more than the padding.
+    turned_narrow_min_depth: int = 32
+    turned_narrow_min_a: BySize = BySize(8192, 1 << 17)
+    # From this many multiply-adds a product is worth splitting between threads: two
+    # threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
+    parallel_min_volume: BySize = BySize(144**3, 112**3)
+    # From this many multiply-adds in all, a stack's products are shared out whole
+    # (float32, two threads against one: 1.03x for 100 products of 16^3, 0.88x for 50).
+    parallel_min_stack_volume: int = 80**3
+    # From this many elements streamed (B, or A when B is one column), an unpacked,
+    # memory-bound product is worth threads whatever its multiply-adds.
+    parallel_min_stream: int = 1 << 18
+    # Split-K partial sums are kept below this many elements (KC blocks x m x n).
+    split_k_max_elements: int = 1 << 22
+

@@ -1,0 +1,25 @@
+"""The portable kernel: 128-bit vectors, 4x8 float32, 4x4 float64, and its tuning."""
+
+from ..simd import TileShape
+from .config import BySize, KernelConfig
+from .kernel import Kernel
+
+KERNEL = Kernel(
+    "portable",
+    # 128-bit vectors exist on every x86-64 (SSE2) and AArch64 (NEON) CPU; fmuladd
+    # lets LLVM fuse only where the target has a fast FMA.
+    shape=TileShape(rows=4, vectors=2, bits=128, fused=False),
+    narrow=TileShape(rows=4, vectors=1, bits=128, fused=False),
+    few=TileShape(rows=2, vectors=2, bits=128, fused=False),
+    gemv=TileShape(rows=1, vectors=4, bits=128, fused=False),
+    resident=TileShape(rows=4, vectors=1, bits=128, fused=False, depth=8),
+    requires=(),
+    description="portable 128-bit: 4x8 float32, 4x4 float64",
+    config=KernelConfig(
+        # Flat within 2 % over KC = 256..1024: the cache model's KC.
+        kc=None,
+        one_thread_unpacked_volume=BySize(0, 0),
+        # Turned over gains as on the AVX2 kernel.
+        turned_few_rows=True,
+    ),
+)
