@@ -9,12 +9,20 @@ operands, which also keeps cold compile time down.
 
 from __future__ import annotations
 
+import inspect
 import threading
+from types import MappingProxyType
 
 import numpy as np
 from numba import from_dtype, types
 
 from .simd import TileShapeType
+
+KINDS = frozenset({
+    "shape", "narrow", "few", "gemv", "resident", "panel_rows", "scalar", "matrix", "out", "stack", "out_stack",
+    "vector", "out_vector", "buffer", "int", "bool", "offsets", "counter", "log",
+})
+"""The kinds an argument may be declared as (the keys of ``_argument_types``'s table)."""
 
 
 def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
@@ -44,7 +52,13 @@ def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
 
 
 class Entry:
-    """One jitted entry function and the kinds of its arguments, in order.
+    """One jitted entry function and its arguments' roles: each argument by name, with its kind.
+
+    Declared as ``Entry(dispatcher, name=kind, ...)``, the names exactly the jitted function's
+    parameters in order (checked against ``dispatcher.py_func``'s signature, so a declaration
+    cannot drift from its function); ``roles`` is that ordered name -> kind mapping and ``kinds``
+    the kinds alone, in order, from which each (kernel, dtype)'s specialisation is typed.  The
+    compiled entry point is called positionally, in the same order.
 
     Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
     ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``scalar`` (of the dtype),
@@ -52,14 +66,30 @@ class Entry:
     ``stack`` / ``out_stack`` (3-D input / output, any layout),
     ``vector`` / ``out_vector`` (1-D input / output, any stride),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
-    (1-D contiguous int64 array).
+    (1-D contiguous int64 array), ``counter`` / ``log`` (1-D contiguous int64 arrays written to).
     """
 
-    def __init__(self, dispatcher, kinds: tuple[str, ...]):
+    def __init__(self, dispatcher, /, **roles: str):
+        func = dispatcher.py_func
+        name = f"{func.__module__}.{func.__qualname__}"
+        parameters = inspect.signature(func).parameters.values()
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        others = [p.name for p in parameters if p.kind not in positional]
+        if others:
+            raise TypeError(f"entry {name}: parameters {others} cannot be passed positionally")
+        _check_names(name, tuple(roles), tuple(p.name for p in parameters))
+        unknown = {arg: kind for arg, kind in roles.items() if kind not in KINDS}
+        if unknown:
+            raise TypeError(f"entry {name}: unknown kinds {unknown}; known: {sorted(KINDS)}")
         self.dispatcher = dispatcher
-        self.kinds = kinds
+        self.roles = MappingProxyType(dict(roles))
+        self.kinds = tuple(roles.values())
         self._compiled: dict = {}
         self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{arg}={kind!r}" for arg, kind in self.roles.items())
+        return f"Entry({self.dispatcher.py_func.__qualname__}, {args})"
 
     def ready(self, kernel, dtype: np.dtype) -> bool:
         """Whether this kernel and dtype's entry point was compiled (or loaded) already."""
@@ -75,3 +105,21 @@ class Entry:
                 if fn is None:
                     fn = self._compiled[key] = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
         return fn
+
+
+def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, ...]) -> None:
+    """TypeError unless the declared argument names are the function's parameters, in order."""
+    if declared == parameters:
+        return
+    missing = [p for p in parameters if p not in declared]
+    extra = [d for d in declared if d not in parameters]
+    if missing or extra:
+        detail = f"not declared: {missing}; not parameters: {extra}"
+    else:
+        at = next(i for i, (d, p) in enumerate(zip(declared, parameters)) if d != p)
+        detail = (f"out of order from position {at}: "
+                  f"{declared[at]!r} declared, {parameters[at]!r} in the function")
+    raise TypeError(
+        f"entry {entry}: declared arguments ({', '.join(declared)}) are not the function's parameters "
+        f"({', '.join(parameters)}): {detail}"
+    )

@@ -223,7 +223,7 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     product to the general path (SMALL_REFUSED) instead of compiling the entry to decide;
     the small-stack slot waits for either the batch entry or the unpacked one."""
     prep = prepared._Prepared(kernel, dtype, plan._version)
-    fresh = entries.Entry(entries.UNPACKED.dispatcher, entries.UNPACKED.kinds)  # nothing fetched yet
+    fresh = entries.Entry(entries.UNPACKED.dispatcher, **entries.UNPACKED.roles)  # nothing fetched yet
     small = prepared._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
     prep.small = small
     a = np.ones((16, 16), dtype)
@@ -237,7 +237,7 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     offsets = [np.arange(2, dtype=np.int64) * 256] * 3
     stack_bound = prep.small_stack.bound
     for ready in ("batched", "unpacked"):
-        waited = {name: entries.Entry(entry.dispatcher, entry.kinds)
+        waited = {name: entries.Entry(entry.dispatcher, **entry.roles)
                   for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))}
         stack = prepared._FirstSmall(prep, "small_stack", entries.SMALL_STACK, stack_bound,
                                  tuple(waited.values()), SMALL_REFUSED)

@@ -112,17 +112,17 @@ def unpacked_entry(
 
 
 @njit(cache=True)
-def vector_entry(gemv, lane_sums, alpha, beta, v, mat, c, kc, sums, rows_of_mat):
-    """Entry from Python for a matrix and a vector (1-D ``v`` and ``c``), ``mat`` with
-    contiguous rows: c = mat @ v (``rows_of_mat``, row dots) or c = v @ mat (GEMV rows)."""
+def vector_entry(gemv, lane_sums, alpha, beta, vec, mat, c, kc, sums, rows_of_mat):
+    """Entry from Python for a matrix and a vector (1-D ``vec`` and ``c``), ``mat`` with
+    contiguous rows: c = mat @ vec (``rows_of_mat``, row dots) or c = vec @ mat (GEMV rows)."""
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     rule = row_dots_rule(gemv, lane_sums)
     size = mat.itemsize
     if rows_of_mat:
-        dot_rows(rule, mat.shape[0], mat.shape[1], alpha, beta, address(v), origin, v.strides[0] // size,
+        dot_rows(rule, mat.shape[0], mat.shape[1], alpha, beta, address(vec), origin, vec.strides[0] // size,
                  address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
                  address(sums))
     else:
-        gemv_rows(rule, mat.shape[1], mat.shape[0], alpha, beta, address(v), origin, v.strides[0] // size,
+        gemv_rows(rule, mat.shape[1], mat.shape[0], alpha, beta, address(vec), origin, vec.strides[0] // size,
                   address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
                   address(sums))
