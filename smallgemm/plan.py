@@ -16,7 +16,7 @@ import numpy as np
 
 from . import blocking, dispatch
 from .kernels import Kernel
-from .parallel import TASKS_PER_WORKER
+from .kernels.shared import TASKS_PER_WORKER
 from .unpacked import L1_SET_PERIOD_BYTES
 
 # Up to this many multiply-adds (and with unit-stride B rows) packing costs more
