@@ -12,6 +12,7 @@ neither changes a sum.
 from numba import njit, prange
 
 from .driver import gemm_serial
+from .kernels.shared import UNPACKED_TASKS_PER_WORKER
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
 from .unpacked import (
@@ -23,11 +24,6 @@ from .unpacked import (
     output_apart,
     small_product_route,
 )
-
-# An unpacked stack is cut into at most this many tasks per worker (runs of
-# consecutive products: tiny products are not worth a claim each); a blocked
-# stack's products are one task each.
-UNPACKED_TASKS_PER_WORKER = 8
 
 
 @njit(cache=True)

@@ -18,7 +18,8 @@ from numba import njit
 
 from .kernels import microkernel
 from .kernels.microkernel import direct_microkernel
-from .packing import PACK_B_GROUP, pack_a, pack_b_panels
+from .kernels.shared import PACK_B_GROUP, SHORT_ROWS
+from .packing import pack_a, pack_b_panels
 from .simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows, tile_with_rows
 
 
@@ -30,12 +31,6 @@ def merge_mode(pc, beta):
     if beta == 0:
         return OVERWRITE
     return SCALE
-
-
-# A last row panel with at most this many rows takes a tile of this height
-# (same width) instead of the full MR: m = 256 is 18 panels of 14 rows and
-# one of 4, whose 14-row tile would be 10 rows of padding.
-SHORT_ROWS = 4
 
 
 @njit(cache=True)

@@ -14,6 +14,7 @@ Layouts (docs/kernels.md):
 
 from numba import njit
 
+from .kernels.shared import PACK_A_COLUMN_PANELS, PACK_B_AHEAD, PACK_B_GROUP, PACK_B_ROWS_AHEAD
 from .simd import (
     copy_column,
     copy_vector,
@@ -28,26 +29,6 @@ from .simd import (
     tile_rows,
     zero_of,
 )
-
-# Rows of B requested ahead while a panel is packed from contiguous rows.  A
-# panel takes NR elements from each of KC rows a whole row stride apart (8 KiB
-# for n = 2048 float32): every row is a new page, which the hardware
-# prefetchers do not cross.  The requests gain 3-6 % GFLOP/s (one thread, float32,
-# 256x2048x2048 to 4096x1024x4096); 8 rows ahead gained less, 64 no more.
-PACK_B_AHEAD = 32
-# Panels of an A with contiguous columns packed together, column by column:
-# each column of A is then read in runs of this many panels' rows (8 x 6 float32:
-# three lines), not a piece of a line per panel with the line read again by the
-# next panel after KC columns.  All of a column-major 1024 x 1024 float32 A, one
-# thread: 0.45 ms in groups of 8, 0.70 a panel at a time (groups of 4 / 16 / 64:
-# 0.49 / 0.56 / 0.83).
-PACK_A_COLUMN_PANELS = 8
-# Full panels of a B with contiguous rows packed together, row by row
-# (``pack_b_rows``), and how many rows ahead their lines are requested.  All KC
-# slices of a float32 B [4096, 2048] (8 KiB rows), one thread: 3.0 ms in groups of
-# 8 panels, 6.3 a panel at a time; groups of 4-16 and 4-16 rows ahead measured alike.
-PACK_B_GROUP = 8
-PACK_B_ROWS_AHEAD = 8
 
 
 @njit(cache=True)

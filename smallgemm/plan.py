@@ -18,7 +18,7 @@ import numpy as np
 
 from . import blocking, dispatch
 from .kernels import KERNELS, Kernel, KernelConfig
-from .parallel import TASKS_PER_WORKER
+from .kernels.shared import TASKS_PER_WORKER
 from .unpacked import L1_SET_PERIOD_BYTES
 
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the

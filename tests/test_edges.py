@@ -10,7 +10,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm import plan
 from smallgemm.kernels import KERNELS, kernel_by_name
-from smallgemm.unpacked import FEW_TILE_MAX_ROWS
+from smallgemm.kernels.shared import FEW_TILE_MAX_ROWS
 
 
 def edge_shapes(kernel, dtype):

@@ -8,9 +8,9 @@ from numba import njit
 
 import smallgemm
 from smallgemm import entries as smallgemm_entries
-from smallgemm import blocking, entry, parallel, plan, prepared, runners, simd, strategies, unpacked
+from smallgemm import blocking, entry, plan, prepared, runners, simd, strategies, unpacked
+from smallgemm.kernels import KERNELS, BySize, shared
 from conftest import blocked_product, configured, random_matrix
-from smallgemm.kernels import KERNELS, BySize
 from reference import assert_close
 
 
@@ -69,7 +69,7 @@ def test_gemv_with_vectors(kernel, dtype):
 def test_gemv_across_column_chunks(kernel, dtype):
     """One row with B wider than the GEMV chunk: every chunk right, and the bits of the packed path."""
     rng = np.random.default_rng(4)
-    k, n = 70, unpacked.GEMV_CHUNK + 37
+    k, n = 70, shared.GEMV_CHUNK + 37
     w = random_matrix(rng, (k, n), dtype)
     big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
     full = smallgemm.matmul(big, w)
@@ -110,7 +110,7 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
     the others do not): the same bits."""
     rng = np.random.default_rng(8)
     n = 4100
-    k = unpacked.GEMV_FETCH_MIN_BYTES // (n * dtype.itemsize) + 3
+    k = shared.GEMV_FETCH_MIN_BYTES // (n * dtype.itemsize) + 3
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
@@ -127,9 +127,9 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     kernels; the others keep groups of AXPY_ROWS): KC blocks that end inside a group, edge
     columns; right, and the bits of the blocked driver."""
     rng = np.random.default_rng(9)
-    n = unpacked.GEMV_CHUNK + 3  # a second chunk of edge columns
-    k = unpacked.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
-    assert n * k * dtype.itemsize >= unpacked.GEMV_WIDE_MIN_BYTES and k % simd.AXPY_ROWS_WIDE
+    n = shared.GEMV_CHUNK + 3  # a second chunk of edge columns
+    k = shared.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
+    assert n * k * dtype.itemsize >= shared.GEMV_WIDE_MIN_BYTES and k % simd.AXPY_ROWS_WIDE
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     if kc is not None:
@@ -335,9 +335,9 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
     a vector boundary taken one by one give the bits of the blocked driver, on any thread
     count."""
     rng = np.random.default_rng(3)
-    n = unpacked.GEMV_CHUNK + 21  # a chunk, its lead and a chunk of edge columns
+    n = shared.GEMV_CHUNK + 21  # a chunk, its lead and a chunk of edge columns
     ld = -(-(n + 1) // 16) * 16
-    k = parallel.GEMV_ROWS_PARALLEL_MIN_BYTES // (n * dtype.itemsize) + 3  # streamed on each worker
+    k = shared.GEMV_ROWS_PARALLEL_MIN_BYTES // (n * dtype.itemsize) + 3  # streamed on each worker
     x = random_matrix(rng, (2, k), dtype)
     for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
         expected = blocked_product(x, w)[0]
@@ -360,7 +360,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
     try:
         x = random_matrix(rng, (m, 50), dtype)
-        far = unpacked.STREAM_LEAD_MIN_ROW_BYTES // dtype.itemsize
+        far = shared.STREAM_LEAD_MIN_ROW_BYTES // dtype.itemsize
         near = -(-(4 * cols + 6) // 16) * 16
         for n, ld in ((4 * cols + 5, far), (4 * cols + 5, near), (cols, far)):
             for offset, w in starts_within_a_line(rng, 50, n, ld, dtype):
@@ -728,10 +728,10 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     (where the panel's runs of W's rows are short enough: the avx512 kernel's)."""
     rng = np.random.default_rng(m)
     cols, size = kernel.few.cols(dtype.itemsize), dtype.itemsize
-    strip_bytes = unpacked.TRANSPOSED_PANEL_BYTES if transposed else unpacked.STREAM_STRIP_BYTES
+    strip_bytes = shared.TRANSPOSED_PANEL_BYTES if transposed else shared.STREAM_STRIP_BYTES
     group = unpacked.strip_rows(strip_bytes, cols, size)
-    k, n = 3 * group + 5, unpacked.STREAM_COLS + 70
-    assert not transposed or n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
+    k, n = 3 * group + 5, shared.STREAM_COLS + 70
+    assert not transposed or n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
     sizes = plan.block_sizes(kernel, dtype)
     plan.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
@@ -759,10 +759,10 @@ def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, 
     size = dtype.itemsize
     m = kernel.few.rows + (1 if taller else 0)
     k = 2 * plan.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
-    n = unpacked.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
+    n = shared.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
-    assert k * n * size >= unpacked.STREAM_FROM_MEMORY_MIN_BYTES
+    assert k * n * size >= shared.STREAM_FROM_MEMORY_MIN_BYTES
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(x, w)
     assert_close(got, 1.0, x, w)
@@ -809,13 +809,13 @@ def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_
     of the row inside a packed product."""
     rng = np.random.default_rng(12)
     k = 130  # a tail past the vectors of every kernel, one KC block
-    n = parallel.GEMV_ROWS_PARALLEL_MIN_BYTES // (k * dtype.itemsize) + 37
+    n = shared.GEMV_ROWS_PARALLEL_MIN_BYTES // (k * dtype.itemsize) + 37
     x = random_matrix(rng, (1, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):
         expected = smallgemm.matmul(x, w)
     assert_close(expected, 1.0, x, w)
-    assert n * k * dtype.itemsize >= parallel.GEMV_ROWS_PARALLEL_MIN_BYTES
+    assert n * k * dtype.itemsize >= shared.GEMV_ROWS_PARALLEL_MIN_BYTES
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")
@@ -832,7 +832,7 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     rng = np.random.default_rng(m)
     config = kernel.config
     k, n = 300, config.parallel_min_stream // 300 + 50
-    assert plan.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > unpacked.TRANSPOSED_FETCH_MIN_BYTES
+    assert plan.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     results = []

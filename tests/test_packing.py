@@ -5,7 +5,8 @@ import pytest
 from numba import njit
 
 from smallgemm.kernels import KERNELS
-from smallgemm.packing import PACK_A_COLUMN_PANELS, PACK_B_GROUP, pack_a, pack_b_panel, pack_b_panels
+from smallgemm.kernels.shared import PACK_A_COLUMN_PANELS, PACK_B_GROUP
+from smallgemm.packing import pack_a, pack_b_panel, pack_b_panels
 from smallgemm.simd import address, advance
 from smallgemm.workspace import aligned_empty
 

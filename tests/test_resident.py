@@ -8,13 +8,12 @@ from reference import assert_close
 
 import smallgemm
 from smallgemm import plan
+from smallgemm.kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from smallgemm.simd import address
 from smallgemm.unpacked import (
     FEW_TILE,
-    FEW_TILE_MIN_B_BYTES,
     MAIN_TILE,
     NARROW_TILE,
-    RESIDENT_STRIPS,
     RESIDENT_TILE,
     tile_choice,
 )

@@ -49,7 +49,8 @@ def test_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, alwa
 def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_parallel, shape):
     """A B slice of fewer panels than the tasks wanted is cut into row blocks (``task_split``),
     not shared as one A block: the same bits on any thread count, against the reference."""
-    from smallgemm.parallel import TASKS_PER_WORKER, task_split
+    from smallgemm.kernels.shared import TASKS_PER_WORKER
+    from smallgemm.parallel import task_split
 
     rng = np.random.default_rng(7)
     m, panels, k = shape  # B a panel or two wide, the last one an edge
@@ -219,7 +220,8 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
     L2 limit is far with these tiny KC blocks), A is one shared block: all
     columns are one slice; per KC block the A panels are packed once (one task
     each), then each group of B panels is one task."""
-    from smallgemm.parallel import TASKS_PER_WORKER, one_row_group
+    from smallgemm.kernels.shared import TASKS_PER_WORKER
+    from smallgemm.parallel import one_row_group
 
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
@@ -240,7 +242,8 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
 
 
 def test_task_split_keeps_workers_busy():
-    from smallgemm.parallel import TASKS_PER_WORKER, task_split
+    from smallgemm.kernels.shared import TASKS_PER_WORKER
+    from smallgemm.parallel import task_split
 
     for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (2048, 512, 2), (100, 64, 8), (1, 4096, 4),
                              (14, 32, 3), (3000, 100, 3), (1024, 64, 2), (4096, 64, 3), (768, 256, 2), (400, 400, 2)]:

@@ -11,7 +11,8 @@ KERNEL = Kernel(
     narrow=TileShape(rows=16, vectors=1, bits=512, fused=True),
     few=TileShape(rows=4, vectors=4, bits=512, fused=True),
     # The single-row stream requests B ahead and adds 8 rows at a time from large B
-    # (``fetch_ahead``): measured here; with AVX2 both lose.
+    # (``fetch_ahead``): measured here; with AVX2 both lose.  Row dots one row block at
+    # a time: two 16-row blocks side by side lost here.
     gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True),
     # 16 zmm hold B, 8 the rows of C.
     resident=TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),

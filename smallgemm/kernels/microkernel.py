@@ -35,19 +35,7 @@ from ..simd import (
     tile_write_part,
     tile_zero,
 )
-
-# The packed panels are requested this many k steps ahead of the FMAs: with panels
-# streaming from the L2 (AVX-512, float64) the kernel alone keeps 95 % of the FMA peak,
-# 83-86 % without the requests (docs/design.md).  8 to 24 measured alike.
-PREFETCH_STEPS = 16
-# The tile's lines of C are requested this many vector FMAs before the end of
-# its k loop (64 steps of the 14-row, 2-vector AVX-512 tiles): asked for before
-# the first step, they leave the L1 again by the write-back (the panels stream
-# through it).  64 steps: float64 4096x4096x1024 2.3 % faster on one thread, float32
-# unchanged; requesting them both first and late gained less (0.8 %), 256 steps
-# 1.9 %.  Counted in FMAs, not steps, so that the lines get the same time to
-# arrive whatever the tile (149 steps of the AVX2 6x2-vector tiles).
-C_PREFETCH_FMAS = 64 * 28
+from .shared import C_PREFETCH_FMAS, PREFETCH_STEPS
 
 
 @njit(cache=True)

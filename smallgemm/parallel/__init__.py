@@ -27,7 +27,6 @@ from __future__ import annotations
 from .tasks import (  # noqa: F401
     COUNTER_STRIDE,
     NO_LOG,
-    TASKS_PER_WORKER,
     claim,
     column_groups,
     one_row_group,
@@ -46,7 +45,6 @@ from .blocked import (  # noqa: F401
     row_tasks_parallel,
 )
 from .unpacked import (  # noqa: F401
-    GEMV_ROWS_PARALLEL_MIN_BYTES,
     dot_rows_parallel,
     even_run,
     gemv_rows_parallel,

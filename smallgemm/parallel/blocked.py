@@ -8,10 +8,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..driver import merge_mode, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
+from ..kernels.shared import TASKS_PER_WORKER
 from ..packing import pack_a, pack_b_panels
 from ..simd import address, advance, tile_cols, tile_rows
 from .tasks import (
-    TASKS_PER_WORKER,
     claim,
     column_groups,
     one_row_group,

@@ -7,13 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..packing import PACK_B_GROUP
+from ..kernels.shared import PACK_B_GROUP, TASKS_PER_WORKER
 from ..simd import address, advance, atomic_fetch_add
-
-
-# At least this many row-block tasks per worker, so that uneven tasks even out
-# (seed 001); when rows are too few for that, columns are split too.
-TASKS_PER_WORKER = 3
 
 
 @njit(cache=True)

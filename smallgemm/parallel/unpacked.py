@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from ..kernels.shared import GEMV_ROWS_PARALLEL_MIN_BYTES, TASKS_PER_WORKER
 from ..simd import (
     address,
     advance,
@@ -35,7 +36,7 @@ from ..unpacked import (
     tile_choice,
     unpacked_form,
 )
-from .tasks import TASKS_PER_WORKER, claim, reset_counters
+from .tasks import claim, reset_counters
 
 
 @njit(cache=True)
@@ -183,13 +184,6 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
             dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
                         ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
-
-
-# From this many bytes of B, one row of A on several workers runs ``gemv_rows`` on each
-# worker's columns rather than the 1 x 256 tile on strips: its prefetch keeps more of
-# memory's bandwidth (two threads, [1,k] @ [k,n] float32: even at 8 MiB of B, 1.27x at
-# 64 MiB); from the L2 and the L3 the tile's sums in registers cost less than a row in the L1.
-GEMV_ROWS_PARALLEL_MIN_BYTES = 8 << 20
 
 
 @njit(cache=True)

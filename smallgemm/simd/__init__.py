@@ -40,6 +40,7 @@ from .memory import (  # noqa: F401
     store_fence,
     sums_lane_wise,
     tile_cols,
+    tile_dot_pairs,
     tile_fetches_ahead,
     tile_lanes,
     tile_rows,

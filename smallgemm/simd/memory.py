@@ -170,6 +170,8 @@ resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 tile_fetches_ahead = _shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
 tile_fetches_ahead.__doc__ = "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
+tile_dot_pairs = _shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
+tile_dot_pairs.__doc__ = "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
 
 
 @intrinsic

@@ -25,9 +25,10 @@ class TileShape:
     ``depth`` is for resident-B tiles only (``resident_b``): how many rows of B
     (k steps) the tile keeps in registers while rows of C stream past.
 
-    ``fetch_ahead`` is for the single-row (GEMV) tile only (``unpacked.gemv_rows``):
-    whether its stream requests B ahead and adds rows in wider groups from large B,
-    which pays on the kernels that set it.
+    ``fetch_ahead`` and ``dot_pairs`` are for the single-row (GEMV) tile only, as the
+    kernel's choices for its memory-bound loops: whether the single-row stream
+    (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
+    B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
 
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes
@@ -44,6 +45,7 @@ class TileShape:
     fused: bool
     depth: int = 1
     fetch_ahead: bool = False
+    dot_pairs: bool = False
     lane_sums: bool = False
 
     def lanes(self, itemsize: int) -> int:
@@ -64,8 +66,8 @@ class TileShapeType(types.Type):
     def __init__(self, shape: TileShape):
         self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
-        ahead = "p" if s.fetch_ahead else ""
-        super().__init__(name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{ahead})")
+        flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "")
+        super().__init__(name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})")
 
 
 class RowDotsRuleType(TileShapeType):

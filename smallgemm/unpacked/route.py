@@ -6,26 +6,9 @@ from __future__ import annotations
 
 from numba import njit
 
+from ..kernels.shared import FEW_TILE_MAX_ROWS, FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from ..simd import address, line_elements, resident_depth, tile_cols, tile_lanes, tile_rows
 
-
-# Up to this many rows the few-rows tile (4 x 64 with AVX-512) beats the main
-# 14 x 32 tile on unpacked operands: measured 1.6x at m = 16, equal at m = 64.
-FEW_TILE_MAX_ROWS = 32
-
-
-# A resident-B product is up to this many tiles wide: each column strip of B is
-# held in registers in turn while all rows of C pass (the strips share A from
-# the L1): small products and stacks of them run 1.3-1.7x as fast as through the
-# narrow or main tile (AVX-512, one thread; docs/performance.md).
-RESIDENT_STRIPS = 4
-
-# A few rows times a B of fewer bytes than this take the main tile unless the
-# few-rows tile saves a quarter of the FMAs: from the L1, the few-rows stream
-# costs more than the padding rows it saves (AVX2, 6 x 16 main and 4 x 16 few tiles,
-# one thread: the main tile takes 0.6 of the stream's time on float32 16x32x16, 1.1 on
-# float64 16x64x64, 32 KiB of B; docs/performance.md).
-FEW_TILE_MIN_B_BYTES = 32 * 1024
 
 # The kernel's tiles, as ``tile_choice`` names them.
 MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4

@@ -8,6 +8,15 @@ import numpy as np
 from numba import njit
 
 from ..driver import merge_mode
+from ..kernels.shared import (
+    DOT_PAIR_MAX_BYTES,
+    DOT_PAIR_MAX_ROWS_PER_SET,
+    DOT_PAIR_MAX_STREAMS,
+    GEMV_CHUNK,
+    GEMV_FETCH_AHEAD,
+    GEMV_FETCH_MIN_BYTES,
+    GEMV_WIDE_MIN_BYTES,
+)
 from ..simd import (
     ACCUMULATE,
     AXPY_ROWS,
@@ -32,36 +41,11 @@ from ..simd import (
     multiply_add,
     prefetch_read_l2,
     sums_lane_wise,
+    tile_dot_pairs,
+    tile_fetches_ahead,
     tile_lanes,
     tile_store,
 )
-
-
-# Columns of C accumulated at once by ``gemv_rows`` (its row buffer: 16 KiB of
-# float32, resident in L1 while B streams past).
-GEMV_CHUNK = 4096
-# From this many bytes of B (beyond what the L3 keeps between calls), the
-# single-row stream requests B's rows GEMV_FETCH_AHEAD elements ahead (rounded
-# up to whole rows of the chunk, so that the request is for the columns the
-# chunk reads next) into the L2: the hardware prefetchers alone leave a 64 MiB
-# B at ~65 % of the read bandwidth.  Requests into the L1 (2048 elements
-# ahead) cost the L1 lines the row buffer needs; from the L3, any
-# request costs more than it gives (L1 32 KiB, L2 1 MiB, L3 32 MiB, one thread:
-# B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB).
-GEMV_FETCH_MIN_BYTES = 16 << 20
-GEMV_FETCH_AHEAD = 16384
-# From this many bytes of B (twice a 32 MiB L3), rows are added
-# AXPY_ROWS_WIDE at a time (``axpy_rows_wide``), the requests twice as many rows
-# ahead: the row buffer's loads and stores halve.  One thread: 8-row groups 1.01-1.13x
-# as fast as 4-row with part of B still in the L3, even with B from memory only; where
-# B stays in the L3 they lost (0.80-0.97x).
-GEMV_WIDE_MIN_BYTES = 64 << 20
-# The requests and the 8-row groups above are for kernels with vectors this many
-# bytes wide (AVX-512, where they were measured).  With AVX2 both lose, alone and
-# together (one thread, float32 [1,4096] @ [4096,4096]: 3.3-3.6 ms without either,
-# 5.1-5.5 with; docs/performance.md); one request per line instead of per 32-byte
-# vector kept most of the loss.
-GEMV_STREAM_TUNED_VECTOR_BYTES = 64
 
 
 @njit(cache=True)
@@ -100,7 +84,7 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
     item_bytes = 64 // line_elements(rule, b)
-    tuned = lanes * item_bytes == GEMV_STREAM_TUNED_VECTOR_BYTES
+    tuned = tile_fetches_ahead(rule) != 0  # the kernel's choice (its GEMV tile's ``fetch_ahead``)
     fetch = tuned and n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
     wide = tuned and n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
@@ -155,36 +139,19 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
         j0 += width
 
 
-# A pair of row blocks (``dot_pair_zero``: two FMA chains side by side) for a
-# kernel whose vectors have this many bytes: AVX2's 8 x 8 float32 block is a
-# chain of 8 dependent FMAs (4 cycles each) per 64 multiply-adds, the bound of
-# the loop (two chains of 4 over the same work, timing only: 1.2-1.5x).  W @ x, one
-# thread: a pair 1.1-1.6x as fast as one block (float32 W [2048,512] 165 against
-# 202 µs; docs/performance.md).  Not measured on AVX-512 with reloaded splats (two
-# 16-row blocks without them lost there).
-DOT_PAIR_VECTOR_BYTES = 32
 # Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
 # KiB L1 of 8 or 12 ways, 64-byte lines); ``plan`` avoids such rows too.
 L1_SET_PERIOD_BYTES = 4096
-# A pair only where its rows share no L1 set more than this many at a time (the
-# ways): float32 rows 4 KiB apart put all 16 in one set and the pair ran 1.3-1.4x
-# slower than one block (W [2048,2048] 1354 against 962 µs); 2 KiB apart (8 a set)
-# it gained, as above.
-DOT_PAIR_MAX_ROWS_PER_SET = 8
-# And where the pair reads at most this many rows at once or the matrix is at most
-# this many bytes (the L3 keeps it): from memory, 16 float32 rows at once lost to 8
-# (W [4000,4000] 6.1 against 5.0 ms) where 8 float64 rows gained.
-DOT_PAIR_MAX_STREAMS = 8
-DOT_PAIR_MAX_BYTES = 16 << 20
 
 
 @njit(cache=True)
 def dot_pairs_suit(rule, mat, rows, ldm):
     """Whether ``dot_rows`` should take ``rows`` rows of ``mat`` (``ldm`` apart) in pairs
-    of row blocks (DOT_PAIR_VECTOR_BYTES, DOT_PAIR_MAX_ROWS_PER_SET, DOT_PAIR_MAX_STREAMS)."""
+    of row blocks: where the kernel's GEMV tile sets ``dot_pairs``, within
+    DOT_PAIR_MAX_ROWS_PER_SET and DOT_PAIR_MAX_STREAMS."""
     lanes = tile_lanes(rule, mat)
     size = 64 // line_elements(rule, mat)
-    if lanes * size != DOT_PAIR_VECTOR_BYTES:
+    if tile_dot_pairs(rule) == 0:
         return False
     pair_rows = 2 * lanes
     apart = 1  # rows this far apart share an L1 set

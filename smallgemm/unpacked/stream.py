@@ -15,6 +15,20 @@ from ..kernels.microkernel import (
     panel_steps_fetching,
     panel_steps_fetching_rows,
 )
+from ..kernels.shared import (
+    FETCH_DISTANCE,
+    GEMV_CHUNK,
+    STREAM_COLS,
+    STREAM_FROM_MEMORY_MIN_BYTES,
+    STREAM_FROM_MEMORY_ROWS,
+    STREAM_LEAD_MIN_ROW_BYTES,
+    STREAM_PACK_MIN_TILES,
+    STREAM_ROWS,
+    STREAM_STRIP_BYTES,
+    TRANSPOSED_FETCH_MAX_RUN,
+    TRANSPOSED_FETCH_MIN_BYTES,
+    TRANSPOSED_PANEL_BYTES,
+)
 from ..packing import pack_b_panel
 from ..simd import (
     advance,
@@ -26,76 +40,8 @@ from ..simd import (
     tile_store,
     tile_zero,
 )
-from .row_dots import GEMV_CHUNK
 
 
-# The row stream (``stream_tiles``): rows of B taken at a time so that one strip
-# of them (a tile wide) holds this many bytes (then the tiles' partial sums go to
-# the stream buffer and the next column strip reads the same rows: ``strip_rows``),
-# columns whose partial sums the buffer holds at once, and rows of A per sweep.
-# 8 KiB is 32 rows of the AVX-512 tile's strips (256 bytes), measured on two AVX-512
-# CPUs (docs/performance.md); the AVX2 tile's strips are one line, and 128 rows of
-# them beat 32 (one thread, float32 [16,512] @ [512,2048]: 1.17x; 64 rows 1.11x).
-STREAM_STRIP_BYTES = 8192
-STREAM_COLS = 1024
-STREAM_ROWS = 32
-# A single row tile (m <= MR) streaming a B whose rows span this many bytes or more
-# (from memory rather than the L3) takes at most STREAM_FROM_MEMORY_ROWS rows of B a
-# group: the lines it requests two strips ahead are then still there when it reads
-# them (AVX2, 128-row groups otherwise, one thread, float32 [4,1024] @ [1024,16384]:
-# 4.60 ms against 8.39 with 128 rows; docs/performance.md).  From the L3 (16 MiB:
-# 0.85 against 0.80 ms), or with several row tiles ([8,4096] @ [4096,4096]: 6.78
-# against 6.00), 32-row groups lose.
-STREAM_FROM_MEMORY_MIN_BYTES = 32 << 20
-STREAM_FROM_MEMORY_ROWS = 32
-# The row stream starts its strips on cache lines (``stream_tiles``) only where B's
-# rows lie at least this many bytes apart: rows that close share no L1 sets, lines
-# split between two strips cost little, and the lead columns' strip of their own
-# costs a whole pass of the row tiles (AVX2, one thread, B 16 bytes into a line, with /
-# without the lead strip: float32 [4,512] @ [512,2048], 8 KiB rows, 207 / 364 µs, but
-# [8,128] @ [128,128], 512-byte rows, 6.44 / 5.62).
-STREAM_LEAD_MIN_ROW_BYTES = 2048
-# From this many row tiles per sweep, a strip of contiguous B rows is kept in
-# the L1 panel for the other tiles: its ``strip_rows`` rows lie a row stride
-# apart (8 KiB for n = 2048 float32), so they share a few L1 sets and evict
-# each other between tiles.  The first tile stores the rows it reads into the
-# panel (``direct_steps`` with ``kept``); a separate copy first waits on memory
-# (float32 [16,512] @ [512,2048], µs: no panel 365, separate copy 337, kept 288-300).
-# The second tile then requests the next strip while it computes from the
-# panel (``panel_steps_fetching``: 4-7 % faster, m = 8 to 32, one thread); every
-# later tile requesting all of it lost that, but the later tiles sharing its rows
-# out (each requests every (tiles - 1)-th row) gain 4-8 % more (m = 12 to 32; m = 8
-# has one later tile).
-STREAM_PACK_MIN_TILES = 2
-# A row tile that takes each strip alone (rows within one tile's height) requests
-# the strip this many strips ahead while it computes (``direct_steps_fetching``):
-# no later tile would, and the prefetchers do not follow rows a stride apart.
-# (AVX2, one thread, float32 [4,512] @ [512,8192]: 1238 µs two strips ahead, 1368
-# one ahead, 1577 without).
-FETCH_DISTANCE = 2
-# Rows of a B whose rows are not contiguous (``x @ W.T``) packed at once into
-# the panel, one strip wide, so that the panel holds this many bytes
-# (``strip_rows``): W's rows are then read in long runs, which the
-# prefetchers follow, where runs of 128 bytes (32 rows), a thousand rows apart,
-# left it waiting on the L3.  For the AVX-512 few-rows tile (64 float32
-# columns) that is 128 rows, runs of 512 bytes (one thread, [16,512] @ W.T,
-# W [2048,512]: 376 µs against 458 with 32 rows); 512 rows (a panel in the L2)
-# read the L3 faster still but lost 25 % in the L2.  The AVX2 tile's strips are
-# a quarter as wide (16 float32, 8 float64), and its panel of the same bytes takes
-# 512 rows, a whole KC block (one thread, float32 [32,512] @ W.T: 1049 µs against
-# 1196 with 128 rows and requests ahead; float64 alike; docs/performance.md).
-TRANSPOSED_PANEL_BYTES = 32768
-# While the row tiles of a sweep compute from a transposed strip's panel, they
-# request the W rows of the next strip into the L2, when the whole B is larger
-# than TRANSPOSED_FETCH_MIN_BYTES and the panel's runs of each W row are at
-# most TRANSPOSED_FETCH_MAX_RUN bytes.  Float32, one thread, paired runs in
-# one process: [8,512] / [16,512] @ W.T, W [2048,512] (4 MiB), 10-15 %
-# faster, [16,4096] @ W.T, W [4096,4096], 16 %; two threads unchanged; W
-# [512,512] (1 MiB, in the L2) lost 8 % to requests that find their lines
-# already there; float64 (1 KiB runs) lost 0-5 %, and 7-9 % with requests
-# into the L1.
-TRANSPOSED_FETCH_MIN_BYTES = 1 << 20
-TRANSPOSED_FETCH_MAX_RUN = 512
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk, with its lead columns and the shift that aligns its vectors:
 # fewer than 16 each), then the panel: a strip kept by the first row tile
