@@ -40,9 +40,9 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     from numba.core.registry import CPUDispatcher
 
     import smallgemm
-    from smallgemm import dispatch, entries
-    from smallgemm.entry import Entry
     from smallgemm.kernels import kernel_by_name
+    from smallgemm.plan import dispatch, entries
+    from smallgemm.plan.entry import Entry
 
     kernel = kernel_by_name(kernel_name) if kernel_name else dispatch.detect()
     dtype = np.dtype(dtype_name)

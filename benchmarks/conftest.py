@@ -41,7 +41,8 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 import smallgemm
-from smallgemm import bench, cpu
+from smallgemm.machine import cpu
+from smallgemm.tools import bench
 
 SMALL_DIVISOR = 64
 ALL_CORES = cpu.core_count()
@@ -81,7 +82,7 @@ def _warning() -> str | None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    kernel = smallgemm.dispatch.current()
+    kernel = smallgemm.plan.dispatch.current()
     lines = [f"smallgemm kernel {kernel.name}, NumPy {np.__version__} with {bench.openblas_kernel()}, "
              f"scale {_scale(config):g}, all cores = {ALL_CORES}"]
     warning = _warning()
@@ -100,7 +101,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict) -> None:
     machine_info["cpu_model"] = cpu.model_name()
     machine_info["openblas"] = bench.openblas_kernel()
-    machine_info["smallgemm_kernel"] = smallgemm.dispatch.current().name
+    machine_info["smallgemm_kernel"] = smallgemm.plan.dispatch.current().name
 
 
 def pytest_benchmark_update_json(config: pytest.Config, benchmarks, output_json: dict) -> None:
@@ -109,8 +110,8 @@ def pytest_benchmark_update_json(config: pytest.Config, benchmarks, output_json:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         "cpu_model": cpu.model_name(),
         "openblas": bench.openblas_kernel(),
-        "kernel": smallgemm.dispatch.current().name,
-        "vector_bits": smallgemm.dispatch.current().shape.bits,
+        "kernel": smallgemm.plan.dispatch.current().name,
+        "vector_bits": smallgemm.plan.dispatch.current().shape.bits,
         "scale": _scale(config),
         "openblas_forcing": _forcing(),
         "peak": smallgemm.peak(),
@@ -169,7 +170,7 @@ def product(benchmark, request, dtype, threads, library) -> Callable[[str, str, 
         flops, shape = _flops_and_shape(a, b)
         call = (lambda: smallgemm.matmul(a, b, out=out)) if library == "smallgemm" else (
             lambda: np.matmul(a, b, out=out))
-        kernel = (smallgemm.dispatch.current().tile_name(dtype) if library == "smallgemm"
+        kernel = (smallgemm.plan.dispatch.current().tile_name(dtype) if library == "smallgemm"
                   else bench.openblas_kernel())
         benchmark.group = f"{family} {case} {dtype.name} {threads}t"
         benchmark.extra_info.update(family=family, case=case, flops=flops, shape=shape, dtype=dtype.name,

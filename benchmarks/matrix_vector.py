@@ -13,10 +13,10 @@ process (``targets.compare``), without the OpenBLAS forcing variables.
 from __future__ import annotations
 
 import numpy as np
+from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
-from smallgemm.workspace import aligned_empty
-from targets import TABLE_HEADER, compare, rand, rerun_clean
+from smallgemm.plan.workspace import aligned_empty
 
 
 def line_aligned(arr: np.ndarray) -> np.ndarray:

@@ -14,9 +14,9 @@ process (``targets.compare``), without the OpenBLAS forcing variables.
 from __future__ import annotations
 
 import numpy as np
+from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
-from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 
 def cases(dtype):

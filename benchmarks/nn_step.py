@@ -19,7 +19,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 import smallgemm
-from smallgemm import bench, nn
+from smallgemm import nn
+from smallgemm.tools import bench
 
 SIZES = (512, 2048, 2048, 10)
 BATCH = 256
@@ -90,7 +91,7 @@ def main() -> None:
         return run
 
     print(f"One training step, MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, SGD with momentum; "
-          f"smallgemm kernel {smallgemm.dispatch.current().name}, NumPy {np.__version__} with "
+          f"smallgemm kernel {smallgemm.plan.dispatch.current().name}, NumPy {np.__version__} with "
           f"{bench.openblas_kernel()}\n")
     print("| threads | smallgemm median | numpy median | ratio numpy/smallgemm |\n|---|---|---|---|")
     for threads in (1, 2):

@@ -16,9 +16,9 @@ from __future__ import annotations
 import timeit
 
 import numpy as np
+from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
-from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 CALLS = 1000
 

@@ -22,10 +22,11 @@ from numba import njit
 from threadpoolctl import threadpool_limits
 
 import smallgemm
-from smallgemm import bench, dispatch, plan
 from smallgemm.kernels import microkernel
+from smallgemm.plan import dispatch, rules
+from smallgemm.plan.workspace import aligned_empty
 from smallgemm.simd import OVERWRITE, address
-from smallgemm.workspace import aligned_empty
+from smallgemm.tools import bench
 
 RNG = np.random.default_rng(0)
 TABLE_HEADER = "| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
@@ -87,11 +88,11 @@ def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
 def microkernel_efficiency(dtype, kc):
     """GFLOP/s of the microkernel alone on cache-resident panels, and the FMA peak, same run.
 
-    At the engine's KC (``plan.block_sizes``: the panels then sit in the L2,
+    At the engine's KC (``rules.block_sizes``: the panels then sit in the L2,
     as in a product) and at a shorter one, where the per-tile work (zeroing,
     write-back) weighs more.
     """
-    from smallgemm.peak import fma_gflops
+    from smallgemm.api.peak import fma_gflops
 
     kernel = dispatch.current()
     mr, nr = kernel.mr(), kernel.nr(dtype)
@@ -107,7 +108,7 @@ def microkernel_efficiency(dtype, kc):
         best = min(best, time.perf_counter() - start)
         top = max(top, fma_gflops(dtype, kernel.shape.bits, repeats=1))
     gflops = 2 * mr * nr * kc * reps / best / 1e9
-    engine = plan.block_sizes(kernel, np.dtype(dtype)).kc
+    engine = rules.block_sizes(kernel, np.dtype(dtype)).kc
     which = " (the engine's)" if kc == engine else ""
     print(f"| microkernel {kernel.tile_name(dtype)} alone, cache-resident panels, KC = {kc}{which} | "
           f"{gflops:.1f} GFLOP/s | FMA peak {top:.1f} GFLOP/s | {100 * gflops / top:.1f} % | >= 95 % |", flush=True)
@@ -143,7 +144,7 @@ def main():
                     lambda: np.matmul(a, b, out=c), 1, target)
     print("\n| microkernel | speed | peak, same run | efficiency | target |\n|---|---|---|---|---|")
     for dtype in (np.float32, np.float64):
-        for kc in dict.fromkeys((plan.block_sizes(dispatch.current(), np.dtype(dtype)).kc, 256)):
+        for kc in dict.fromkeys((rules.block_sizes(dispatch.current(), np.dtype(dtype)).kc, 256)):
             microkernel_efficiency(dtype, kc)
     print("\n| start-up | seconds | target |\n|---|---|---|")
     first_call_times()
@@ -230,7 +231,7 @@ def few_rows(header):
                     return smallgemm.matmul(mat, vec)
 
             compare(f"W @ x, {name}, batch invariance off", lane_wise, lambda: np.matmul(mat, vec), threads, "")
-    from smallgemm.peak import read_pass
+    from smallgemm.api.peak import read_pass
 
     # The bound: a plain read of as many bytes as W (64 MiB, twice the L3), timed interleaved
     # with the product, medians against medians as everywhere else (the best runs also shown).

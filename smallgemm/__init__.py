@@ -9,24 +9,31 @@ from .version import __version__  # noqa: F401
 
 import os as _os
 
-from . import threading_layer as _threading_layer
+from .machine import threading_layer as _threading_layer
 
 _threading_layer.load_tbb()  # before Numba chooses its layer: TBB is fork-safe, GNU OpenMP is not
 
-from . import compile_cache as _compile_cache
+from .machine import compile_cache as _compile_cache
 
 _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function is defined
 
-from .api import gemm
-from .dispatch import batch_invariant, get_batch_invariant, get_kernel, set_batch_invariant, set_kernel, use_kernel
-from .explain import explain
-from .info import info
-from .matmul import matmul
-from .packed import PackedMatrix, pack
-from .peak import peak
-from .threads import get_num_threads, num_threads, set_num_threads
-from . import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
-from .plan import set_config_loader as _set_config_loader
+from .api.gemm import gemm
+from .plan.dispatch import (
+    batch_invariant,
+    get_batch_invariant,
+    get_kernel,
+    set_batch_invariant,
+    set_kernel,
+    use_kernel,
+)
+from .api.explain import explain
+from .api.info import info
+from .api.matmul import matmul
+from .api.packed import PackedMatrix, pack
+from .api.peak import peak
+from .machine.threads import get_num_threads, num_threads, set_num_threads
+from .machine import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
+from .plan.rules import set_config_loader as _set_config_loader
 from .tune.record import apply_config as _apply_config
 
 _set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache

@@ -9,6 +9,8 @@ import sys
 
 import numpy as np
 
+from .kernels import KERNELS
+
 
 def _shapes(text: str):
     shapes = []
@@ -21,7 +23,7 @@ def _shapes(text: str):
 
 
 def _bench(args) -> int:
-    from . import bench
+    from .tools import bench
 
     clean = bench.clean_environment()
     if clean is not None and not args.keep_openblas_env:
@@ -30,7 +32,7 @@ def _bench(args) -> int:
               f"(--keep-openblas-env to keep them)", flush=True)
         return subprocess.call([sys.executable, "-m", "smallgemm", *sys.argv[1:]], env=clean)
     if args.ladder:
-        from .ladder import run_ladder
+        from .tools.ladder import run_ladder
 
         run_ladder(np.dtype(args.dtype))
         return 0
@@ -40,8 +42,8 @@ def _bench(args) -> int:
 
 
 def _info(args) -> int:
-    from .info import format_info, format_peak, info
-    from .peak import peak
+    from .api.info import format_info, format_peak, info
+    from .api.peak import peak
 
     print(format_info(info()), flush=True)
     if not args.no_peak:
@@ -57,7 +59,7 @@ def _ints(text: str) -> list[int]:
 
 
 def _tune(args) -> int:
-    from . import dispatch
+    from .plan import dispatch
     from .tune import record
     from .tune.search import format_table, search
 
@@ -86,7 +88,7 @@ def _tune(args) -> int:
 
 
 def _explain(args) -> int:
-    from .explain import explain
+    from .api.explain import explain
 
     (m, n, k), = args.shape
     dtype = np.dtype(args.dtype)
@@ -117,7 +119,7 @@ def main(argv=None) -> int:
     i.set_defaults(func=_info)
     t = sub.add_parser("tune", help="search block sizes (validated before timed) and write the configuration")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    t.add_argument("--kernel", choices=["avx512", "avx2", "portable"],
+    t.add_argument("--kernel", choices=[k.name for k in KERNELS],
                    help="kernel to tune (default: the one this CPU uses)")
     t.add_argument("--shapes", type=_shapes, default=[(1024, 1024, 1024)],
                    help="comma-separated MxNxK list to time (default 1024x1024x1024)")

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import blocking, cpu, plan
 from smallgemm.kernels import KERNELS, BySize, kernel_by_name
+from smallgemm.machine import cpu
+from smallgemm.plan import blocking, rules
 
 KERNEL_NAMES = [k.name for k in KERNELS]
 DTYPES = [np.float32, np.float64]
@@ -34,7 +35,7 @@ def forced_kernel(name: str):
         if missing:
             patch.setattr(cpu, "features", lambda host=cpu.features(): host | missing)
         with smallgemm.use_kernel(name):
-            yield smallgemm.dispatch.current()
+            yield smallgemm.plan.dispatch.current()
 
 
 @pytest.fixture(params=KERNEL_NAMES)
@@ -54,9 +55,9 @@ def tiny_blocks(kernel, dtype):
     """Small block sizes so that edges around MC, NC and KC are cheap to reach."""
     mr, nr = kernel.mr(), kernel.nr(dtype)
     sizes = blocking.BlockSizes(mc=2 * mr, nc=2 * nr, kc=5)
-    plan.set_block_sizes(kernel, dtype, sizes)
+    rules.set_block_sizes(kernel, dtype, sizes)
     yield sizes
-    plan.set_block_sizes(kernel, dtype, None)
+    rules.set_block_sizes(kernel, dtype, None)
 
 
 @contextlib.contextmanager
@@ -66,12 +67,12 @@ def pinned_blocks(kernel):
     and KC decides the bits."""
     try:
         for dtype in DTYPES:
-            plan.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(
+            rules.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(
                 mc=4 * kernel.mr(), nc=4 * kernel.nr(np.dtype(dtype)), kc=64))
         yield
     finally:
         for dtype in DTYPES:
-            plan.set_block_sizes(kernel, np.dtype(dtype), None)
+            rules.set_block_sizes(kernel, np.dtype(dtype), None)
 
 
 def random_matrix(rng, shape, dtype, order="C"):
@@ -81,9 +82,9 @@ def random_matrix(rng, shape, dtype, order="C"):
 
 def configured(**changes):
     """Every kernel's configuration with ``changes`` (``KernelConfig`` fields: unpacked_max_volume,
-    few_rows_max, ...) inside a with block (``plan.override_config``, which rebuilds the prepared
+    few_rows_max, ...) inside a with block (``rules.override_config``, which rebuilds the prepared
     states on entry and exit: a value changed after a product is never silently ignored)."""
-    return plan.override_config(**changes)
+    return rules.override_config(**changes)
 
 
 @pytest.fixture

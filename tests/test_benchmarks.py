@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from reference import assert_close
 
 import smallgemm
-from reference import assert_close
-from smallgemm import ladder
+from smallgemm.tools import ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "data" / "benchmark_results.json"
@@ -112,7 +112,7 @@ def test_peak_is_sane():
 
 
 def test_read_pass_reads_every_element():
-    from smallgemm.peak import read_pass
+    from smallgemm.api.peak import read_pass
 
     x = np.arange(1001, dtype=np.float64)
     assert read_pass(x) == 1000 * 1001 / 2
@@ -125,7 +125,7 @@ def test_microkernel_efficiency_row(capsys, monkeypatch):
     import targets
 
     monkeypatch.setattr(targets, "ALTERNATIONS", 1)
-    engine_kc = smallgemm.plan.block_sizes(smallgemm.dispatch.current(), np.dtype(np.float32)).kc
+    engine_kc = smallgemm.plan.rules.block_sizes(smallgemm.plan.dispatch.current(), np.dtype(np.float32)).kc
     targets.microkernel_efficiency(np.float32, engine_kc)
     targets.microkernel_efficiency(np.float32, 64)
     engine_row, short_row = capsys.readouterr().out.splitlines()

@@ -16,9 +16,9 @@ import os
 
 import numpy as np
 import pytest
+from conftest import KERNEL_NAMES, forced_kernel, pinned_blocks
 
 import smallgemm
-from conftest import KERNEL_NAMES, forced_kernel, pinned_blocks
 
 HASHES = os.path.join(os.path.dirname(__file__), "data", "bit_hashes.json")
 

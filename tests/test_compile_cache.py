@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import smallgemm
-from smallgemm import compile_cache, unpacked
+from smallgemm.drivers import unpacked
+from smallgemm.machine import compile_cache
 
 PACKAGE = os.path.dirname(os.path.realpath(smallgemm.__file__))
 
@@ -58,7 +59,7 @@ def value():
 RUN = """
 import sys
 sys.path.insert(0, {root!r})
-from smallgemm import compile_cache
+from smallgemm.machine import compile_cache
 compile_cache.watch({package!r})
 from pkg.caller import product
 print(product(), product.stats.cache_hits.get(product.signatures[0], 0) if product.signatures else 0)

@@ -8,9 +8,9 @@ from conftest import blocked_product, random_matrix
 from reference import assert_close
 
 import smallgemm
-from smallgemm import plan
 from smallgemm.kernels import KERNELS, kernel_by_name
 from smallgemm.kernels.shared import FEW_TILE_MAX_ROWS
+from smallgemm.plan import rules
 
 
 def edge_shapes(kernel, dtype):
@@ -57,10 +57,10 @@ def _decides(m, n, k, dtype, one_thread, a_row_pad=0, kc=None):
     a = np.zeros((m, k + a_row_pad), dtype)[:, :k]
     b = np.zeros((k, n), dtype)
     kernel = kernel_by_name("avx512")
-    kc = kc or plan.block_sizes(kernel, dtype).kc
-    config = plan.config_of(kernel)
+    kc = kc or rules.block_sizes(kernel, dtype).kc
+    config = rules.config_of(kernel)
     volume = config.one_thread_unpacked_volume.of(dtype.itemsize) if one_thread else 0
-    return plan._use_unpacked(config, m, n, k, a, b, 0, kc, volume)
+    return rules._use_unpacked(config, m, n, k, a, b, 0, kc, volume)
 
 
 def test_mid_size_products_skip_packing_only_with_their_kernels(dtype):
@@ -85,7 +85,7 @@ def test_mid_size_products_skip_packing_only_on_one_thread_within_one_kc_block(d
     big = round(limit ** (1 / 3)) + 1
     assert not _decides(big, big, big, dtype, one_thread=True)
     # A's rows 4 KiB apart would share L1 sets: packed.
-    pad = plan.ALIASED_ROW_BYTES // dtype.itemsize - side
+    pad = rules.ALIASED_ROW_BYTES // dtype.itemsize - side
     assert not _decides(side, side, side, dtype, one_thread=True, a_row_pad=pad)
     assert _decides(side, side, side, dtype, one_thread=True, a_row_pad=pad + 1)
 

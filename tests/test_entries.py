@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from smallgemm import entries
-from smallgemm.entry import KINDS, Entry, _argument_types
 from smallgemm.kernels import KERNELS
+from smallgemm.plan import entries
+from smallgemm.plan.entry import KINDS, Entry, _argument_types
 
 DECLARED = {name: value for name, value in vars(entries).items() if isinstance(value, Entry)}
 

@@ -4,14 +4,16 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import blocked_product, configured, random_matrix
 from numba import njit
+from reference import assert_close
 
 import smallgemm
-from smallgemm import entries as smallgemm_entries
-from smallgemm import blocking, entry, plan, prepared, runners, simd, strategies, unpacked
+from smallgemm import simd
+from smallgemm.drivers import unpacked
 from smallgemm.kernels import KERNELS, BySize, shared
-from conftest import blocked_product, configured, random_matrix
-from reference import assert_close
+from smallgemm.plan import blocking, entry, prepared, rules, runners, strategies
+from smallgemm.plan import entries as smallgemm_entries
 
 
 @pytest.fixture
@@ -87,7 +89,7 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     n = 3 * lanes + 5
-    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * simd.AXPY_ROWS + 1))
+    rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * simd.AXPY_ROWS + 1))
     try:
         x = random_matrix(rng, (2, k), dtype)
         for name, w in (("row_major", random_matrix(rng, (k, n), dtype)),
@@ -102,7 +104,7 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
                                           err_msg=name)
             assert_close(smallgemm.matmul(strided, w), 1.0, strided, w)
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
@@ -133,7 +135,7 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     if kc is not None:
-        plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=kc))
+        rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=kc))
     try:
         with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
             got = smallgemm.matmul(x[0], w)
@@ -147,7 +149,7 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
             with smallgemm.num_threads(threads):
                 np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got, err_msg=f"{threads} threads")
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 def narrow_operands(rng, kernel, dtype, n, large):
@@ -169,7 +171,7 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
     rng = np.random.default_rng(n)
     a, b = narrow_operands(rng, kernel, dtype, n, large)
     turned = 2 * n <= kernel.narrow.cols(dtype.itemsize)
-    assert plan._turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
+    assert rules._turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
         with configured(turned_narrow_min_depth=a.shape[1] + 1):  # not turned
@@ -230,7 +232,7 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
     whatever the way in (1-D or 2-D operands), across KC blocks that end mid-vector."""
     rng = np.random.default_rng(rows * 100 + k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
-    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
+    rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
     try:
         for name, w, x in dot_forms(rng, rows, k, dtype):
             packed = smallgemm.matmul(np.stack([x] * 40), w.T)[0]  # 40 rows: the blocked driver
@@ -244,7 +246,7 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
             c = random_matrix(rng, (1, rows), dtype)
             assert_close(smallgemm.gemm(-0.5, x[None, :], w, beta=2.0, c=c, trans_b=True), -0.5, x[None, :], w.T, 2.0, c)
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 def starts_within_a_line(rng, rows, cols, ld, dtype):
@@ -314,7 +316,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
     limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
-    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
+    rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3))
     try:
         x = random_matrix(rng, (k,), dtype)
         ld = -(-(k + 1) // 16) * 16
@@ -326,7 +328,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
                     for way, got in {"W @ x": smallgemm.matmul(w, x), "x @ W.T": smallgemm.matmul(x, w.T)}.items():
                         np.testing.assert_array_equal(got, expected, err_msg=f"offset {offset}: {way}, {threads} threads")
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 def test_gemv_from_any_start_within_a_vector(kernel, dtype):
@@ -357,7 +359,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     limits(parallel_min_stream=0)  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
-    plan.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
+    rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21))
     try:
         x = random_matrix(rng, (m, 50), dtype)
         far = shared.STREAM_LEAD_MIN_ROW_BYTES // dtype.itemsize
@@ -371,7 +373,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
                         got = smallgemm.matmul(x, w)
                     np.testing.assert_array_equal(got, expected, err_msg=f"n {n}, ld {ld}, offset {offset}, {threads} threads")
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("rows, k", [(1, 1), (5, 7), (37, 301), (70, 133)])
@@ -465,9 +467,9 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     x = np.zeros((4096, 1), np.float32)
     for kernel in KERNELS:
         config = kernel.config
-        assert plan._use_unpacked(config, 4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
-        assert plan.worth_threads(config, 4096, 1, 4096, True, w.dtype)
-        assert not plan.worth_threads(config, 64, 1, 64, True, w.dtype)
+        assert rules._use_unpacked(config, 4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
+        assert rules.worth_threads(config, 4096, 1, 4096, True, w.dtype)
+        assert not rules.worth_threads(config, 64, 1, 64, True, w.dtype)
 
 
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
@@ -495,7 +497,7 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
     k, m = 70, 300
     x = random_matrix(rng, (k, m), dtype)
     g = random_matrix(rng, (k, n), dtype)
-    assert plan._oriented(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[3]  # the turned-over path
+    assert rules._oriented(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[3]  # the turned-over path
     expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
     assert_close(expected, 1.0, x.T, g)
     for threads in (1, 2, 3, 8):
@@ -530,13 +532,13 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, 
     not_turned = sorted({2, narrow - 1, narrow + 1, wide + 1, max(turned_rows, default=0) + 1} - set(turned_rows))
     rng = np.random.default_rng(21)
     # Two KC blocks; W past few_rows_max rows, with edge columns for every tile.
-    config = plan.config_of(kernel)
-    k, n = plan.block_sizes(kernel, dtype).kc + 17, config.few_rows_max + 2 * wide + 5
+    config = rules.config_of(kernel)
+    k, n = rules.block_sizes(kernel, dtype).kc + 17, config.few_rows_max + 2 * wide + 5
     w = random_matrix(rng, (n, k), dtype)
     w_copy = w.copy()
     for m in turned + not_turned:
         x = random_matrix(rng, (m, k), dtype)
-        assert plan._turns_few_rows(config, x, w.T, turned_rows) == (m in turned)
+        assert rules._turns_few_rows(config, x, w.T, turned_rows) == (m in turned)
         with smallgemm.num_threads(1):
             got = smallgemm.matmul(x, w.T)
         assert_close(got, 1.0, x, w.T)
@@ -587,7 +589,7 @@ def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_b
 def test_batch_invariance(kernel, dtype, threads):
     """A row of C has the same bits alone, in a small batch and in a large product."""
     rng = np.random.default_rng(3)
-    sizes = plan.block_sizes(kernel, dtype)
+    sizes = rules.block_sizes(kernel, dtype)
     k = sizes.kc + 17  # two KC blocks: the merge order matters
     big_m = 300
     for name, w in b_layouts(rng, k, 150, dtype):
@@ -733,8 +735,8 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     k, n = 3 * group + 5, shared.STREAM_COLS + 70
     assert not transposed or n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
-    sizes = plan.block_sizes(kernel, dtype)
-    plan.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
+    sizes = rules.block_sizes(kernel, dtype)
+    rules.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
     try:
         w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
         big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
@@ -746,7 +748,7 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
         c = random_matrix(rng, (m, n), dtype)
         assert_close(smallgemm.gemm(-0.5, x, w, beta=2.0, c=c), -0.5, x, w, 2.0, c)
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("taller", [False, True], ids=["one row tile", "two row tiles"])
@@ -758,7 +760,7 @@ def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, 
     rng = np.random.default_rng(5)
     size = dtype.itemsize
     m = kernel.few.rows + (1 if taller else 0)
-    k = 2 * plan.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
+    k = 2 * rules.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
     n = shared.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
@@ -832,7 +834,7 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     rng = np.random.default_rng(m)
     config = kernel.config
     k, n = 300, config.parallel_min_stream // 300 + 50
-    assert plan.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
+    assert rules.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     results = []

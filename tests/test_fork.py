@@ -84,7 +84,7 @@ def test_info_names_the_layer_in_use():
 
 @pytest.mark.parametrize("chosen", ["omp", "workqueue"])
 def test_a_layer_the_user_names_is_kept(chosen):
-    code = "import smallgemm; from smallgemm import threading_layer; print(threading_layer.load_tbb())"
+    code = "import smallgemm; from smallgemm.machine import threading_layer; print(threading_layer.load_tbb())"
     env = {**os.environ, "NUMBA_THREADING_LAYER": chosen}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from reference import assert_close
 
 import smallgemm
-from reference import assert_close
 
 
 @pytest.fixture
@@ -145,8 +145,9 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     planner; it refuses, untouched, a c of another shape or on an operand, which the
     general path then rejects or computes through a copy; beta == 0 never reads c."""
     from conftest import random_matrix
-    from smallgemm import runners, strategies
-    from smallgemm.unpacked import SMALL_DONE, SMALL_REFUSED
+
+    from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED
+    from smallgemm.plan import runners, strategies
 
     rng = np.random.default_rng(21)
     a, b = random_matrix(rng, (17, 13), dtype), random_matrix(rng, (17, 11), dtype)  # op(a) = a.T

@@ -2,13 +2,13 @@
 
 import numpy as np
 import pytest
+from conftest import configured, random_matrix
+from reference import assert_close
 
 import smallgemm
-from conftest import configured, random_matrix
+from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from smallgemm.kernels import BySize
-from reference import assert_close
-from smallgemm import runners, strategies
-from smallgemm.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
+from smallgemm.plan import runners, strategies
 
 SHAPE_PAIRS = [
     ((3, 4), (4, 5)),

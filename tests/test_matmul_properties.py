@@ -4,12 +4,12 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import forced_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import assert_close
 
 import smallgemm
-from conftest import forced_kernel
-from reference import assert_close
 
 
 @st.composite

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import smallgemm
-from smallgemm import nn, runners
+from smallgemm import nn
 from smallgemm.nn import backend
+from smallgemm.plan import runners
 
 
 def numeric_grad(f, x, eps=1e-6):
@@ -177,7 +178,7 @@ OPTIMIZERS = {
 
 def train(threads, optimizer, epochs=3, seed=0):
     """Losses and final weights of a seeded run; batch 128 and width 256 make products big
-    enough (``plan.parallel_min_volume``) for smallgemm to split them between threads."""
+    enough (``rules.parallel_min_volume``) for smallgemm to split them between threads."""
     rng = np.random.default_rng(seed)
     x, y = synthetic_data(rng)
     model = nn.mlp([16, 256, 256, 3], rng)

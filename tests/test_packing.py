@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from numba import njit
 
+from smallgemm.drivers.packing import pack_a, pack_b_panel, pack_b_panels
 from smallgemm.kernels import KERNELS
 from smallgemm.kernels.shared import PACK_A_COLUMN_PANELS, PACK_B_GROUP
-from smallgemm.packing import pack_a, pack_b_panel, pack_b_panels
+from smallgemm.plan.workspace import aligned_empty
 from smallgemm.simd import address, advance
-from smallgemm.workspace import aligned_empty
 
 # Elements of the buffer on each side of the packed block, which must keep their sentinel.
 GUARD = 64

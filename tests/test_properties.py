@@ -1,12 +1,12 @@
 """Property tests: random shapes, strides, layouts and scalars against the reference."""
 
 import numpy as np
+from conftest import forced_kernel
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import assert_close
 
 import smallgemm
-from conftest import forced_kernel
-from reference import assert_close
 
 
 @st.composite

@@ -4,12 +4,12 @@ unpacked row."""
 
 import numpy as np
 import pytest
+from conftest import forced_kernel
 
 import smallgemm
-from smallgemm import strategies
-from smallgemm.unpacked import SMALL_DONE
-from smallgemm.runners import run_small
-from conftest import forced_kernel
+from smallgemm.drivers.unpacked import SMALL_DONE
+from smallgemm.plan import strategies
+from smallgemm.plan.runners import run_small
 
 UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
 

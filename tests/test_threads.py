@@ -7,12 +7,12 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import random_matrix
+from reference import assert_close
 
 import smallgemm
-from smallgemm import blocking, dispatch, plan, prepared, runners, workspace
-from conftest import random_matrix
 from smallgemm.kernels import BySize
-from reference import assert_close
+from smallgemm.plan import blocking, dispatch, prepared, rules, runners, workspace
 
 THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 
@@ -49,13 +49,13 @@ def test_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, alwa
 def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_parallel, shape):
     """A B slice of fewer panels than the tasks wanted is cut into row blocks (``task_split``),
     not shared as one A block: the same bits on any thread count, against the reference."""
+    from smallgemm.drivers.parallel import task_split
     from smallgemm.kernels.shared import TASKS_PER_WORKER
-    from smallgemm.parallel import task_split
 
     rng = np.random.default_rng(7)
     m, panels, k = shape  # B a panel or two wide, the last one an edge
     n = max(1, panels * kernel.nr(dtype) - 3)
-    sizes = plan.block_sizes(kernel, dtype).for_depth(k, kernel.mr())
+    sizes = rules.block_sizes(kernel, dtype).for_depth(k, kernel.mr())
     row_blocks, groups, _ = task_split(m, n, sizes.mc, kernel.mr(), kernel.nr(dtype), 2)
     assert panels < TASKS_PER_WORKER * 2 and groups == 1 and row_blocks >= TASKS_PER_WORKER * 2
     a = random_matrix(rng, (m, k), dtype)
@@ -69,7 +69,7 @@ def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_paralle
 
 def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     rng = np.random.default_rng(1)
-    sizes = plan.block_sizes(kernel, dtype)
+    sizes = rules.block_sizes(kernel, dtype)
     m, n, k = sizes.mc * 2 + 5, kernel.nr(dtype) * 5 + 3, sizes.kc + 9
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype)
@@ -83,9 +83,9 @@ def test_prepared_state_remembers_block_sizes_by_depth(kernel, dtype):
     """``sizes_for_depth`` gives ``BlockSizes.for_depth``, and forgets rather than grows
     past DEPTHS_REMEMBERED depths."""
     prep = prepared.prepared(kernel, dtype)
-    for k in range(1, 3 * plan.DEPTHS_REMEMBERED):
+    for k in range(1, 3 * rules.DEPTHS_REMEMBERED):
         assert prep.sizes_for_depth(k) == prep.sizes.for_depth(k, kernel.mr())
-        assert len(prep.depth_sizes) <= plan.DEPTHS_REMEMBERED
+        assert len(prep.depth_sizes) <= rules.DEPTHS_REMEMBERED
     assert prep.sizes_for_depth(prep.sizes.kc + 5) == prep.sizes
 
 
@@ -103,7 +103,7 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
     m, n = 2 * shallow.mc + 3, 3 * nr + 1
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype, "F")
-    plan.set_block_sizes(kernel, dtype, sizes)
+    rules.set_block_sizes(kernel, dtype, sizes)
     try:
         results = products_by_thread_count(a, b)
         packed = smallgemm.pack(b)
@@ -112,7 +112,7 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
                 results.append(smallgemm.gemm(0.75, a, packed))
         rows = [smallgemm.gemm(0.75, a[i : i + 1], b)[0] for i in (0, shallow.mc, m - 1)]
     finally:
-        plan.set_block_sizes(kernel, dtype, None)
+        rules.set_block_sizes(kernel, dtype, None)
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     for row, i in zip(rows, (0, shallow.mc, m - 1)):
@@ -194,7 +194,7 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
     # once per (slice with more than q tasks, PC block).
     expected_b = np.zeros(1000, np.int64)
     expected_rows = np.zeros(1000, np.int64)
-    from smallgemm.parallel import pack_task_panels, task_split
+    from smallgemm.drivers.parallel import pack_task_panels, task_split
 
     for cols in slices:
         panels = -(-cols // nr)
@@ -209,9 +209,9 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
 def one_row_block_sizes(kernel, dtype):
     """Small blocks whose B buffer holds a panel for each of up to 8 workers."""
     sizes = blocking.BlockSizes(mc=3 * kernel.mr(), nc=8 * kernel.nr(dtype), kc=5)
-    plan.set_block_sizes(kernel, dtype, sizes)
+    rules.set_block_sizes(kernel, dtype, sizes)
     yield sizes
-    plan.set_block_sizes(kernel, dtype, None)
+    rules.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("workers, blocks", [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (8, 2)])
@@ -220,8 +220,8 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
     L2 limit is far with these tiny KC blocks), A is one shared block: all
     columns are one slice; per KC block the A panels are packed once (one task
     each), then each group of B panels is one task."""
+    from smallgemm.drivers.parallel import one_row_group
     from smallgemm.kernels.shared import TASKS_PER_WORKER
-    from smallgemm.parallel import one_row_group
 
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
@@ -242,8 +242,8 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
 
 
 def test_task_split_keeps_workers_busy():
+    from smallgemm.drivers.parallel import task_split
     from smallgemm.kernels.shared import TASKS_PER_WORKER
-    from smallgemm.parallel import task_split
 
     for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (2048, 512, 2), (100, 64, 8), (1, 4096, 4),
                              (14, 32, 3), (3000, 100, 3), (1024, 64, 2), (4096, 64, 3), (768, 256, 2), (400, 400, 2)]:
@@ -261,7 +261,7 @@ def test_task_split_keeps_workers_busy():
 
 
 def test_row_tasks_cover_each_block_and_group_once_group_by_group():
-    from smallgemm.driver import task_block_group
+    from smallgemm.drivers.blocked import task_block_group
 
     for row_blocks, groups in [(1, 1), (4, 2), (3, 5), (6, 1), (1, 7)]:
         pairs = [task_block_group(t, row_blocks) for t in range(row_blocks * groups)]
@@ -274,8 +274,8 @@ def test_row_tasks_cover_each_block_and_group_once_group_by_group():
 def test_each_worker_reads_the_b_panels_it_packed(m, cols, mc, mr, nr):
     """Two workers on x.T @ g-like slices: each one's own range of row-block tasks
     reads exactly the B panels its own range of pack tasks packed."""
-    from smallgemm.driver import task_block_group
-    from smallgemm.parallel import pack_task_panels, task_split
+    from smallgemm.drivers.blocked import task_block_group
+    from smallgemm.drivers.parallel import pack_task_panels, task_split
 
     workers = 2
     row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
@@ -296,7 +296,7 @@ def test_each_worker_reads_the_b_panels_it_packed(m, cols, mc, mr, nr):
 def test_claim_hands_out_each_task_once_own_range_first(workers):
     """Workers claiming in an arbitrary interleaving: each task once, and each
     worker takes from its own contiguous range, in order, before any other."""
-    from smallgemm.parallel import COUNTER_STRIDE, claim, reset_counters
+    from smallgemm.drivers.parallel import COUNTER_STRIDE, claim, reset_counters
 
     rng = np.random.default_rng(workers)
     for total in (0, 1, workers - 1, workers, 7, 50):
@@ -352,9 +352,9 @@ def test_concurrent_calls_from_python_threads(always_parallel):
 
 CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
-from smallgemm import plan
+from smallgemm.plan import rules
 from smallgemm.kernels import BySize
-plan.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
+rules.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
 a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])
@@ -411,7 +411,7 @@ def test_stack_workspace_holds_a_b_slice_per_worker_beside_the_shared_one(dtype)
     """Stacks on threads get one B slice per worker; their buffers and those of other parallel
     products of the same dtype are kept side by side (neither evicts the other)."""
     kernel = dispatch.current()
-    sizes = plan.block_sizes(kernel, dtype)
+    sizes = rules.block_sizes(kernel, dtype)
     mr, nr = kernel.mr(), kernel.nr(dtype)
     shared = workspace.get(dtype, sizes, mr, nr, 3)
     private = workspace.get(dtype, sizes, mr, nr, 3, private_b=True)

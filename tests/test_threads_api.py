@@ -10,8 +10,8 @@ import pytest
 import threadpoolctl
 
 import smallgemm
-from smallgemm import compile_cache
-from smallgemm.info import format_info
+from smallgemm.api.info import format_info
+from smallgemm.machine import compile_cache
 
 
 def test_set_get_and_context_manager():
@@ -88,7 +88,7 @@ def test_batch_invariance_setting():
 
 
 def test_kernel_the_cpu_cannot_run_is_a_clear_error(monkeypatch):
-    from smallgemm import cpu
+    from smallgemm.machine import cpu
 
     monkeypatch.setattr(cpu, "features", lambda: frozenset({"sse2"}))
     with pytest.raises(ValueError, match="needs CPU features avx512f"):

@@ -55,7 +55,7 @@ class KernelConfig:
     # packing too, where the direct tiles beat it (0: only those up to
     # ``unpacked_max_volume`` do).
     one_thread_unpacked_volume: BySize
-    # Whether ``x @ W.T`` with m in the turned rows (``plan.turned_few_rows``) is computed
+    # Whether ``x @ W.T`` with m in the turned rows (``rules.turned_few_rows``) is computed
     # turned over, C^T = W x^T, where it measured faster than the transposing stream.
     turned_few_rows: bool
     # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import blocking, cpu, dispatch, plan, strategies, threads
 from ..kernels import Kernel, kernel_by_name
+from ..machine import cpu, threads
+from ..plan import blocking, dispatch, rules, strategies
 
 SCOPES = ("compute", "end_to_end")  # strategies.run on ready operands | the public matmul call
 ALLOCATIONS = ("reused", "fresh")  # one output buffer for every call | a new one per call
@@ -151,12 +152,12 @@ def configured(candidate: Candidate) -> Iterator[None]:
     kernel = _kernel_of(candidate)
     dtype = np.dtype(candidate.dtype)
     with dispatch.use_kernel(candidate.kernel), threads.num_threads(candidate.threads):
-        previous = plan.block_sizes(kernel, dtype)
-        plan.set_block_sizes(kernel, dtype, candidate.sizes)
+        previous = rules.block_sizes(kernel, dtype)
+        rules.set_block_sizes(kernel, dtype, candidate.sizes)
         try:
             yield
         finally:
-            plan.set_block_sizes(kernel, dtype, previous)
+            rules.set_block_sizes(kernel, dtype, previous)
 
 
 def _valid_operands(candidate: Candidate, a, b) -> bool:

@@ -23,9 +23,10 @@ import llvmlite
 import numba
 import numpy as np
 
-from .. import blocking, cpu, plan, settings
-from ..version import __version__
 from ..kernels import kernel_by_name
+from ..machine import cpu, settings
+from ..plan import blocking, rules
+from ..version import __version__
 
 SCHEMA_VERSION = "mmkts_1"
 
@@ -337,6 +338,6 @@ def apply_config(path: str | os.PathLike | None = None) -> Config | None:
                       f"re-run python -m smallgemm tune on this machine", RuntimeWarning, stacklevel=2)
         return None
     for t in config.tunings:
-        plan.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
+        rules.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
     return config
 

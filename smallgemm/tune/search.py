@@ -19,9 +19,9 @@ from typing import TextIO
 
 import numpy as np
 
-from .. import blocking, plan, strategies
+from ..api.matmul import matmul
 from ..kernels import kernel_by_name
-from ..matmul import matmul
+from ..plan import blocking, rules, strategies
 from .candidates import (
     DEFAULT_WORKSPACE_LIMIT,
     Candidate,
@@ -47,7 +47,7 @@ def boundary_shapes(candidate: Candidate) -> list[Shape]:
     """
     kernel = kernel_by_name(candidate.kernel)
     mr, nr = kernel.mr(), kernel.nr(candidate.dtype)
-    config = plan.config_of(kernel)
+    config = rules.config_of(kernel)
     m0, n0, k0 = max(3 * mr, config.few_rows_max) + 1, 2 * nr + 1, candidate.kc + 1
     while m0 * n0 * k0 <= config.unpacked_max_volume.of(np.dtype(candidate.dtype).itemsize):
         n0 += nr

@@ -18,7 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 import smallgemm
-from smallgemm import runners, threading_layer, threads
+from smallgemm.machine import threading_layer, threads
+from smallgemm.plan import runners
 
 # Serial, parallel (two threads), parallel: float32 and float64.
 SHAPES = [(64, 64, 64, "float32"), (300, 200, 500, "float32"), (400, 300, 350, "float64")]

@@ -1,0 +1,1 @@
+"""The public API: NumPy semantics and argument checks, then the plan."""

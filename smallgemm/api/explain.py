@@ -1,0 +1,168 @@
+"""``smallgemm.explain``: how a product would be computed, without computing it.
+
+Like a database's EXPLAIN: the strategy (the row of ``strategies``' table that
+fits, and its rule), the kernel and tile, the block sizes, whether the problem is
+turned over, the threads and their tasks, and what the result's bits depend on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..drivers.parallel import task_split
+from ..drivers.unpacked import TILE_NAMES, tile_of
+from ..machine import threads as thread_setting
+from ..plan import dispatch, strategies
+from .packed import PackedMatrix
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What ``explain`` found; ``str()`` gives the text ``python -m smallgemm explain`` prints."""
+
+    product: str  # e.g. "float32 [8,512] @ [512,2048]"
+    strategy: str
+    rule: str
+    kernel: str
+    tile: str
+    block_sizes: tuple[int, int, int]  # MC, NC, KC
+    turned_over: str  # "" when the problem is computed as given
+    threads: int  # workers the product runs on
+    tasks: str
+    stack: str  # "" for one product, else the stack's row of the STACK table
+    invariant: str
+
+    def __str__(self) -> str:
+        mc, nc, kc = self.block_sizes
+        lines = [
+            f"product      {self.product}",
+            f"strategy     {self.strategy}: {self.rule}",
+        ]
+        if self.stack:
+            lines.append(f"stack        {self.stack}")
+        lines += [
+            f"kernel       {self.kernel}, tile {self.tile}",
+            f"blocks       MC={mc} NC={nc} KC={kc}",
+            f"turned over  {self.turned_over or 'no'}",
+            f"threads      {self.threads} ({self.tasks})",
+            f"bits         {self.invariant}",
+        ]
+        return "\n".join(lines)
+
+
+def _tile(strategy: strategies.Strategy, p: strategies.Problem) -> str:
+    kernel, dtype = p.prep.kernel, p.dtype
+    if strategy.name in ("blocked", "prepacked"):
+        return kernel.tile_name(dtype)
+    if strategy.name == "prepacked few rows":
+        return f"{kernel.panel_rows().rows}x{kernel.nr(dtype)} (one packed panel wide)"
+    if strategy.name == "row dots":
+        return "row dots on the GEMV tile"
+    if strategy.name == "transposing stream":
+        return TILE_NAMES[2]
+    prep = p.prep
+    return TILE_NAMES[tile_of(kernel.shape, kernel.narrow, kernel.few, kernel.resident, p.k, prep.sizes.kc, p.a, p.b)]
+
+
+def _turned(p: strategies.Problem) -> str:
+    if p.turned:
+        return "yes: C^T = W x^T, W's contiguous rows read in place (rules._turns_few_rows)"
+    if p.swapped:
+        return "yes: C^T = B^T A^T (rules._oriented: C column-major, x.T @ g with few columns, or a narrow C)"
+    return ""
+
+
+def _tasks(strategy: strategies.Strategy, p: strategies.Problem, workers: int) -> str:
+    if workers == 1:
+        return "one thread"
+    if strategy.name == "blocked":
+        sizes = p.prep.sizes_for_depth(p.k)
+        kernel = p.prep.kernel
+        blocks, groups, _ = task_split(p.m, min(p.n, sizes.nc), sizes.mc, kernel.mr(), kernel.nr(p.dtype), workers)
+        return (f"row-block tasks from an atomic counter: {blocks} row blocks x {groups} column groups "
+                f"per JC slice (parallel.task_split)")
+    if strategy.name.startswith("stack"):
+        return "whole products as tasks" if strategy.name == "stack tasks" else "each product on every worker"
+    return "strips of B or rows of A as tasks from an atomic counter"
+
+
+def _invariant(strategy: strategies.Strategy) -> str:
+    if strategy.name == "row dots" and not dispatch.get_batch_invariant():
+        return ("independent of the thread count; row dots sum lane-wise (batch invariance off): "
+                "not the bits of the same rows inside a larger product")
+    return ("one FMA chain per KC block in increasing k: the same bits for any thread count, batch, "
+            "strategy and prepacking; KC (here, the kernel's) decides them")
+
+
+def _stack_problem(a: np.ndarray, b: np.ndarray, workers: int) -> strategies.Problem:
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    count = math.prod(batch)
+    a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((count,) + a.shape[-2:])
+    b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((count,) + b.shape[-2:])
+    c3 = np.empty((count, a.shape[-2], b.shape[-1]), a.dtype)
+    offsets = tuple(np.arange(count, dtype=np.int64) * (x.strides[0] // x.itemsize) for x in (a3, b3, c3))
+    return strategies.Problem(1.0, a3[0], b3[0], 0.0, c3[0], workers, offsets)
+
+
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
+    """How ``matmul(a, b, out=out)`` would be computed, with ``threads`` threads (default:
+    the setting in force).  Nothing is computed.  ``b`` may be a ``PackedMatrix``."""
+    workers = thread_setting.workers() if threads is None else thread_setting.checked(threads)
+    packed = isinstance(b, PackedMatrix)
+    a = np.asarray(a)
+    b = b if packed else np.asarray(b)
+    dtype = np.result_type(a.dtype, b.dtype)
+    if dtype not in _FAST or a.ndim == 0 or (not packed and b.ndim == 0):
+        raise TypeError(f"smallgemm computes float32 and float64 products of arrays; "
+                        f"{a.dtype} @ {b.dtype} is handed to numpy.matmul")
+    a = a.astype(dtype, copy=False)
+    b = b if packed else b.astype(dtype, copy=False)
+    a2 = a.reshape(1, -1) if a.ndim == 1 else a
+    if packed:
+        c = np.empty((math.prod(a2.shape[:-1]), b.shape[1]), a.dtype) if out is None else out
+        p = strategies.Problem(1.0, a2.reshape(math.prod(a2.shape[:-1]), a2.shape[-1]), b, 0.0, c, workers)
+        table, stack_row = strategies.PREPACKED, None
+    else:
+        b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+        if a2.shape[-1] != b2.shape[-2]:
+            raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+                             f"signature (n?,k),(k,m?)->(n?,m?) (size {b2.shape[-2]} is different from "
+                             f"{a2.shape[-1]})")
+        if b2.ndim == 2:
+            rows = a2 if a2.ndim == 2 else a2.reshape(math.prod(a2.shape[:-1]), a2.shape[-1])  # one tall product
+            c = np.empty((rows.shape[0], b2.shape[1]), a.dtype) if out is None else out.reshape(rows.shape[0], b2.shape[1])
+            p = strategies.Problem(1.0, rows, b2, 0.0, c, workers)
+            table, stack_row = strategies.PRODUCT, None
+        else:
+            p = _stack_problem(a2, b2, workers)
+            stack_row = strategies.choose(strategies.STACK, p)
+            table = strategies.PRODUCT
+            if stack_row.name == "lone product":
+                p = strategies.Problem(1.0, p.a, p.b, 0.0, p.c, workers)
+                stack_row = None
+    strategy = strategies.choose(table, p)
+    used = workers if (strategy.worth_threads is not None and workers > 1 and strategy.worth_threads(p)) else 1
+    if stack_row is not None and stack_row.worth_threads is not None and workers > 1:
+        used = workers if stack_row.worth_threads(p) else used
+    # The blocked loops take blocks fitted to k; the other drivers the KC in force.
+    sizes = p.prep.sizes_for_depth(p.k) if strategy.name in ("blocked", "prepacked") and p.k else p.prep.sizes
+    dims = f"[{','.join(map(str, a.shape))}] @ [{','.join(map(str, b.shape))}]"
+    return Explanation(
+        product=f"{a.dtype} {dims}",
+        strategy=strategy.name,
+        rule=strategy.rule,
+        kernel=p.prep.kernel.name,
+        tile=_tile(strategy, p) if strategy not in (strategies.EMPTY, strategies.SCALE_ONLY) else "none",
+        block_sizes=(sizes.mc, sizes.nc, sizes.kc),
+        turned_over=_turned(p),
+        threads=used,
+        tasks=_tasks(stack_row or strategy, p, used),
+        stack=f"{stack_row.name}: {stack_row.rule}" if stack_row is not None else "",
+        invariant=_invariant(strategy),
+    )

@@ -1,0 +1,341 @@
+"""``smallgemm.matmul``: a drop-in ``numpy.matmul``.
+
+Same semantics as NumPy: 1-D operands are promoted and the added axis removed,
+batch dimensions broadcast, the result dtype is NumPy's, ``out=`` follows the
+``same_kind`` casting rule and may overlap an input.  float32 and float64
+operands take the fast path; every other dtype (integers, bool, complex,
+float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
+from ..plan import prepared, rules, runners, strategies
+from ..plan.runners import run_small, run_small_stack
+from .packed import PackedMatrix
+
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_FAST = (_F32, _F64)
+# Looked up once: on the small-matrix way in, each global-then-attribute lookup costs
+# ~0.03 us (these three: 0.1 us of a ~1.8 us 16x16 float32 product).
+_NDARRAY, _EMPTY = np.ndarray, np.empty
+
+
+def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
+    return ValueError(f"matmul: operands with shapes {a_shape} and {b_shape} do not match: {detail}")
+
+
+def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    if isinstance(out, tuple):
+        if len(out) != 1:
+            raise ValueError(f"matmul: out must be one array, got a tuple of {len(out)}")
+        out = out[0]
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"matmul: out must be a numpy array, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"matmul: out has shape {out.shape} but the result has shape {shape}")
+    if not np.can_cast(dtype, out.dtype, casting="same_kind"):
+        # NumPy's own message (numpy._core._exceptions._UFuncOutputCastingError).
+        raise TypeError(
+            f"Cannot cast ufunc 'matmul' output from {dtype!r} to {out.dtype!r} with casting rule 'same_kind'"
+        )
+    if not out.flags.writeable:
+        raise ValueError("matmul: out is read-only")
+    return out
+
+
+def _writable_target(out: np.ndarray, dtype: np.dtype, a: np.ndarray, b: np.ndarray) -> bool:
+    """True when the product can be written straight into ``out``."""
+    if out.dtype != dtype or any(s % dtype.itemsize for s in out.strides):
+        return False
+    return not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+
+
+def _fold_rows(x: np.ndarray) -> np.ndarray | None:
+    """``x[..., m, k]`` as one ``(batch*m, k)`` view, or None if its strides forbid it."""
+    view = x.view()
+    try:
+        view.shape = (math.prod(x.shape[:-1]), x.shape[-1])  # raises instead of copying
+    except AttributeError:
+        return None
+    return view
+
+
+@lru_cache(maxsize=64)
+def _even_offsets(count: int, step: int) -> np.ndarray:
+    """``step * arange(count)``, read-only and shared: a loop calling matmul on stacks of
+    one shape pays for it once, not on every call (it cost ~5 % of a 1000x16x16 product)."""
+    offsets = np.arange(count, dtype=np.int64) * step
+    offsets.flags.writeable = False
+    return offsets
+
+
+@lru_cache(maxsize=64)
+def _stack_offsets(count: int, step_a: int, step_b: int, step_c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three ``_even_offsets`` of two stacks and their product, in one lookup."""
+    return _even_offsets(count, step_a), _even_offsets(count, step_b), _even_offsets(count, step_c)
+
+
+def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
+    """Element offset of each matrix of ``x``'s stack, broadcast to ``batch_shape``."""
+    if x.ndim == 3 and len(batch_shape) == 1 and x.shape[0] == batch_shape[0]:
+        # One batch axis, not broadcast: evenly spaced matrices (the common case).
+        return _even_offsets(x.shape[0], x.strides[0] // x.itemsize)
+    nb = len(batch_shape)
+    offsets = np.zeros(batch_shape, dtype=np.int64)
+    lead = nb - (x.ndim - 2)
+    for axis in range(x.ndim - 2):
+        if x.shape[axis] == 1:
+            continue  # broadcast (or a single matrix): offset 0
+        index_shape = [1] * nb
+        index_shape[lead + axis] = x.shape[axis]
+        step = x.strides[axis] // x.itemsize
+        offsets = offsets + (np.arange(x.shape[axis], dtype=np.int64) * step).reshape(index_shape)
+    return np.ascontiguousarray(np.broadcast_to(offsets, batch_shape)).reshape(-1)
+
+
+def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """c[...] = a @ b for a, b of c's dtype, shapes already checked and broadcastable."""
+    k = a.shape[-1]
+    if c.size == 0:
+        return
+    if k == 0:
+        c[...] = 0
+        return
+    if c.ndim == 2:
+        strategies.run(1.0, a, b, 0.0, c)
+        return
+    if b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
+        # One B shared by a stack of A's (a linear layer): one tall product.
+        a_rows, c_rows = _fold_rows(a), _fold_rows(c)
+        if a_rows is not None and c_rows is not None:
+            strategies.run(1.0, a_rows, b, 0.0, c_rows)
+            return
+    batch_shape = c.shape[:-2]
+    strategies.run_batch(
+        a[(0,) * (a.ndim - 2)],
+        b[(0,) * (b.ndim - 2)],
+        c[(0,) * (c.ndim - 2)],
+        _element_offsets(a, batch_shape),
+        _element_offsets(b, batch_shape),
+        _element_offsets(c, batch_shape),
+    )
+
+
+def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``x`` as ``dtype`` with whole-element strides (a view when it already is)."""
+    if x.dtype != dtype:
+        return x.astype(dtype)  # float32 -> float64 is exact
+    if any(s % dtype.itemsize for s in x.strides):
+        return np.ascontiguousarray(x)
+    return x
+
+
+def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for a matrix and a vector of one float dtype, small enough for one
+    thread, through ``runners.run_vector``; None when that does not apply."""
+    dtype = a.dtype
+    if dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
+        return None
+    size = dtype.itemsize
+    v, mat = (a, b) if a.ndim == 1 else (b, a)
+    k = v.shape[0]
+    if mat.shape[a.ndim - 1] != k:
+        return None
+    if a.ndim == 2:
+        mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
+    length = mat.shape[1]
+    s0, s1 = mat.strides
+    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size:
+        return None
+    if rules.worth_threads(prepared.current_prepared(dtype).config, length, 1, k, True, dtype):
+        return None
+    c = np.empty(length, dtype)
+    if s0 == size:  # the columns of mat are contiguous: dots of them with v
+        runners.run_vector(v, mat.T, c, True)
+    elif s1 == size:  # its rows: v streams them in order
+        runners.run_vector(v, mat, c, False)
+    else:
+        return None
+    return c
+
+
+def matmul(
+    a: ArrayLike, b: ArrayLike | PackedMatrix, out: np.ndarray | None = None
+) -> np.ndarray | np.generic:
+    """Matrix product with exactly ``numpy.matmul``'s semantics (see the module docstring).
+
+    ``out`` may also be given positionally; it may be non-contiguous (it is
+    written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
+    given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
+    """
+    if type(a) is _NDARRAY and type(b) is _NDARRAY:
+        # The common cases with the least Python between the call and the kernel, which
+        # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the
+        # operands' dtype and dimensions goes there too; the compiled way in checks its
+        # shape and strides and leaves it to the general path where it may overlap an operand.
+        ndim_a, ndim_b = a.ndim, b.ndim
+        dtype = a.dtype
+        ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
+        if out is not None:
+            ours = (ours and type(out) is _NDARRAY and out.dtype is dtype and out.ndim == ndim_a == ndim_b
+                    and out.flags.writeable)
+        if ours and ndim_b == 2 and ndim_a >= 2:
+            # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
+            if ndim_a == 2:
+                rows = a
+            elif ndim_a == 3 and a.flags.c_contiguous:  # a view (a third of _fold_rows's cost)
+                rows = a.reshape(a.shape[0] * a.shape[1], a.shape[2])
+            else:
+                rows = _fold_rows(a)
+            if rows is not None:
+                if out is not None:
+                    c = c_rows = out
+                elif ndim_a == 2:
+                    c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
+                else:
+                    c = _EMPTY(a.shape[:-1] + (b.shape[1],), dtype)
+                    c_rows = c.reshape(rows.shape[0], b.shape[1])
+                route = run_small(rows, b, c_rows, dtype)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
+                    strategies.run(1.0, rows, b, 0.0, c_rows)
+                    return c
+                del c, c_rows  # refused: freed before the general path allocates its own
+        elif ours and ndim_a == 3 and ndim_b == 3:
+            # Two stacks along one batch axis, not broadcast: the common batched product.
+            count, m, k = a.shape
+            count_b, k_b, n = b.shape
+            if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
+                size = dtype.itemsize
+                c = _EMPTY((count, m, n), dtype) if out is None else out
+                offsets = _stack_offsets(count, a.strides[0] // size, b.strides[0] // size, c.strides[0] // size)
+                route = run_small_stack(a, b, c, *offsets, dtype)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:
+                    strategies.run_batch(a[0], b[0], c[0], *offsets)
+                    return c
+                del c  # refused: freed before the general path allocates its own
+        if out is None and ndim_a + ndim_b == 3:
+            # A matrix and a vector: no 2-D views, no general path.
+            c = _vector_product(a, b)
+            if c is not None:
+                return c
+    if isinstance(b, PackedMatrix):
+        return _matmul_packed(a, b, out)
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if not isinstance(b, np.ndarray):
+        b = np.asarray(b)
+    da, db = a.dtype, b.dtype
+    if (da is not _F32 and da is not _F64 and da not in _FAST) or (
+        db is not _F32 and db is not _F64 and db not in _FAST
+    ) or a.ndim == 0 or b.ndim == 0:
+        # Not ours: NumPy gives the result (or its own error, e.g. for 0-d operands).
+        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
+    dtype = _F64 if (da == _F64 or db == _F64) else _F32
+
+    a_shape, b_shape = a.shape, b.shape
+    vector_a, vector_b = a.ndim == 1, b.ndim == 1
+    if vector_a:
+        a = a[np.newaxis, :]
+    if vector_b:
+        b = b[:, np.newaxis]
+    if a.shape[-1] != b.shape[-2]:
+        raise _shape_error(
+            a_shape, b_shape,
+            f"the last dimension of the first ({a.shape[-1]}) differs from the "
+            f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
+        )
+    if a.ndim == 2 and b.ndim == 2:
+        batch_shape = ()
+    elif a.shape[:-2] == b.shape[:-2]:
+        batch_shape = a.shape[:-2]
+    else:
+        try:
+            batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except ValueError:
+            raise _shape_error(
+                a_shape, b_shape, f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast"
+            ) from None
+    full_shape = batch_shape + (a.shape[-2], b.shape[-1])
+    result_shape = batch_shape + ((() if vector_a else (a.shape[-2],)) + (() if vector_b else (b.shape[-1],)))
+
+    a = _fast_operand(a, dtype)
+    b = _fast_operand(b, dtype)
+    if out is None:
+        c = np.empty(full_shape, dtype=dtype)
+        _compute(a, b, c)
+        result = c.reshape(result_shape) if (vector_a or vector_b) else c
+        return result[()] if result.ndim == 0 else result
+
+    out = _check_out(out, result_shape, dtype)
+    target = out
+    if vector_a:
+        target = target[..., np.newaxis, :] if not vector_b else target[..., np.newaxis, np.newaxis]
+    elif vector_b:
+        target = target[..., np.newaxis]
+    if _writable_target(out, dtype, a, b):
+        _compute(a, b, target)
+    else:
+        c = np.empty(full_shape, dtype=dtype)
+        _compute(a, b, c)
+        np.copyto(target, c, casting="same_kind")
+    return out
+
+
+def packed_left_operand(a, packed: PackedMatrix, name: str) -> np.ndarray:
+    """``a`` as the packed operand's dtype, or TypeError when that would lose precision."""
+    a = np.asarray(a)
+    if a.dtype == packed.dtype:
+        return a
+    if a.dtype == _F32 and packed.dtype == _F64:
+        return a.astype(_F64)  # exact
+    raise TypeError(
+        f"{name}: the left operand has dtype {a.dtype} but the packed operand is {packed.dtype}; "
+        f"pack a {np.result_type(a.dtype, packed.dtype)} copy of it instead"
+    )
+
+
+def _matmul_packed(a, packed: PackedMatrix, out):
+    """``a @ B`` with B prepacked: a may be 1-D, 2-D or a stack (folded into rows)."""
+    packed.check_usable()
+    a = packed_left_operand(a, packed, "matmul")
+    if a.ndim == 0:
+        raise ValueError("matmul: Input operand 0 does not have enough dimensions (has 0, gufunc core with "
+                         "signature (n?,k),(k,m?)->(n?,m?) requires 1)")
+    k, n = packed.shape
+    if a.shape[-1] != k:
+        raise _shape_error(a.shape, f"packed {packed.shape}",
+                           f"the last dimension of the first ({a.shape[-1]}) differs from the packed k ({k})")
+    rows = a.reshape(1, k) if a.ndim == 1 else _fold_rows(a)
+    if rows is None:
+        rows = np.ascontiguousarray(a).reshape(-1, k)
+    if any(s % a.itemsize for s in rows.strides):
+        rows = np.ascontiguousarray(rows)
+    result_shape = a.shape[:-1] + (n,)
+    if out is not None:
+        out = _check_out(out, result_shape, packed.dtype)
+        # Straight into out when it is one (rows x n) view of the result's dtype that
+        # overlaps neither operand; else through a new array (a copy of C costs ~8 %
+        # of a 4096x4096x1024 float32 product).
+        target = out[np.newaxis, :] if a.ndim == 1 else _fold_rows(out)
+        if target is not None and _writable_target(out, packed.dtype, rows, packed.data):
+            strategies.run_prepacked(1.0, rows, packed, 0.0, target)
+            return out
+    c = np.empty((rows.shape[0], n), dtype=packed.dtype)
+    strategies.run_prepacked(1.0, rows, packed, 0.0, c)
+    result = c.reshape(result_shape)
+    if out is None:
+        return result[()] if result.ndim == 0 else result
+    np.copyto(out, result, casting="same_kind")
+    return out

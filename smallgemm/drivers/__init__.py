@@ -1,0 +1,1 @@
+"""The drivers: the loops around the kernels (blocked, parallel, unpacked, batched) and packing."""

@@ -1,0 +1,278 @@
+"""The five-loop driver (JC, PC, IC, JR, IR) around the microkernel.
+
+For each NC-column slice of C (JC) and each KC slice of the common dimension
+(PC), the KC x NC slice of B is packed once into a shared buffer (one task per
+NR-column panel) and then row-block tasks run: a task packs an MC-row block of A
+into its own buffer and sweeps the macro-kernel (JR, IR) over a group of the
+slice's column panels.  Tasks only partition *which* elements are computed,
+never *how*: every element of C is an FMA chain over each KC block in
+increasing k, blocks merged in increasing order, so the result is bitwise the
+same however tasks are scheduled.
+
+The driver knows block sizes, packed buffers and MR/NR; it does not know NumPy
+broadcasting or the ISA (both are decided above it, in ``plan``).
+"""
+
+import numpy as np
+from numba import njit
+
+from ..kernels import microkernel
+from ..kernels.microkernel import direct_microkernel
+from ..kernels.shared import PACK_B_GROUP, SHORT_ROWS
+from ..simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows, tile_with_rows
+from .packing import pack_a, pack_b_panels
+
+
+@njit(cache=True)
+def merge_mode(pc, beta):
+    """How the KC block starting at ``pc`` is merged into C (see simd.OVERWRITE)."""
+    if pc > 0:
+        return ACCUMULATE
+    if beta == 0:
+        return OVERWRITE
+    return SCALE
+
+
+@njit(cache=True)
+def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
+    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels.
+
+    A short last row panel is computed by a SHORT_ROWS-row tile reading the
+    packed panel with its MR stride: same FMA chains, same bits.
+    """
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    short = tile_with_rows(shape, SHORT_ROWS)
+    for jr in range(0, cols, nr):
+        live_cols = min(nr, cols - jr)
+        for ir in range(0, rows, mr):
+            live_rows = min(mr, rows - ir)
+            if live_rows <= SHORT_ROWS < mr:
+                direct_microkernel(
+                    short, depth, abuf, a_off + ir * depth, 1, mr, bbuf, b_off + jr * depth, nr,
+                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
+                )
+                continue
+            microkernel(
+                shape, depth,
+                abuf, a_off + ir * depth,
+                bbuf, b_off + jr * depth,
+                c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
+                live_rows, live_cols,
+                alpha, beta, mode, scratch,
+            )
+
+
+@njit(cache=True)
+def panels_in_time(
+    shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panels, group, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, scratch,
+):
+    """Columns [j_start, j_end) of a packed A block's product, ``group`` NR-column
+    B panels at a time: each group is packed into ``panels`` (room for ``group``
+    panels) just before its only use.
+
+    A group of panels reads each row of B as one run (``packing.pack_b_rows``),
+    where a lone panel reads one line from each of KC rows a row stride apart
+    (two threads, float32 256x2048x2048: eight panels a group 10 % faster than one).
+    """
+    nr = tile_cols(shape, panels)
+    width = group * nr
+    for j0 in range(j_start, j_end, width):
+        live_cols = min(width, j_end - j0)
+        pack_b_panels(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, np.intp(0),
+                      (live_cols + nr - 1) // nr, panels, False)
+        macro_kernel(
+            shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0),
+            c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+        )
+
+
+@njit(cache=True)
+def task_block_group(task, row_blocks):
+    """(row block, column group) of row-block task ``task``: tasks run down the row
+    blocks of one column group, then the next group.
+
+    Workers claim contiguous ranges of tasks (``parallel.claim``), so a worker
+    meets whole column groups: where the pack tasks split alike, the B panels
+    it packed itself, whose lines no other core holds when the next slice is
+    packed over them.  Block-major order (each worker every group of a few
+    row blocks) was 7-10 % slower (two threads, float32 x.T @ g 512x2048x4096
+    with memory busy, 400x3000x1000).
+    """
+    return task % row_blocks, task // row_blocks
+
+
+@njit(cache=True)
+def row_block_task(
+    shape, task, row_blocks, col_groups, panels_per_group, rows, cols, depth,
+    a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
+):
+    """Task ``task``: pack one row block of A, multiply it by one group of B panels.
+
+    The ceil(rows/MR) row panels are shared out as evenly as whole panels
+    allow: block q holds panels [q*P // row_blocks, (q+1)*P // row_blocks).
+    """
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    block, group = task_block_group(task, row_blocks)
+    row_panels = (rows + mr - 1) // mr
+    ic = mr * (block * row_panels // row_blocks)
+    live_rows = min(mr * ((block + 1) * row_panels // row_blocks), rows) - ic
+    jr0 = group * panels_per_group * nr
+    if jr0 >= cols or live_rows <= 0:
+        return
+    live_cols = min(panels_per_group * nr, cols - jr0)
+    pack_a(shape, a, a_off + ic * rs_a, rs_a, cs_a, live_rows, depth, abuf, np.intp(0))
+    macro_kernel(
+        shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth,
+        c, c_off + ic * rs_c + jr0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+    )
+
+
+@njit(cache=True)
+def gemm_serial(
+    shape, m, n, k, alpha, beta,
+    a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+    mc, nc, kc, abuf, bbuf, scratch, prepacked,
+):
+    """C = alpha*A.B + beta*C on one thread (requires m, n, k >= 1).
+
+    With ``prepacked``, ``b`` already holds every packed slice (``packed_slice``)
+    and no packing is done.
+    """
+    nr = tile_cols(shape, bbuf)
+    # One row block: each group of B panels is packed just before its only use
+    # and stays in the L2, instead of the whole slice going out to memory and
+    # coming back (256x2048x2048 float32: 7 % faster).  No B slice is kept, so
+    # all columns are one slice and A is packed once per KC block.
+    one_block = not prepacked and m <= mc
+    group = min(PACK_B_GROUP, nc // nr)
+    slice_cols = n if one_block else nc
+    for jc in range(0, n, slice_cols):  # JC: NC-column slices of B and C
+        cols = min(slice_cols, n - jc)
+        panels = (cols + nr - 1) // nr
+        for pc in range(0, k, kc):  # PC: KC slices of the common dimension
+            depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            b_slice = b_off + pc * rs_b + jc * cs_b
+            if one_block:
+                pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, np.intp(0))
+                panels_in_time(
+                    shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf, group,
+                    c, c_off + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                )
+                continue
+            if prepacked:
+                b_panels = advance(b, packed_slice(k, jc, pc, panels * nr))
+            else:
+                b_panels = bbuf
+                pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, np.intp(0), panels, bbuf, False)
+            for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
+                # The work of a row_block_task, called directly: measured 3-5 %
+                # faster on 1024^3 float32 than going through the task.
+                rows = min(mc, m - ic)
+                pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, np.intp(0))
+                macro_kernel(
+                    shape, rows, cols, depth, abuf, 0, b_panels, np.intp(0),
+                    c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                )
+
+
+@njit(cache=True)
+def packed_slice(k, jc, pc, width):
+    """Offset of the (JC, PC) slice in a prepacked B: slices of NC columns one after
+    the other, each its KC blocks one after the other (``width``: the slice's
+    columns rounded up to NR)."""
+    return jc * k + pc * width
+
+
+@njit(cache=True)
+def pack_all(shape, b, rs_b, cs_b, k, n, nc, kc, buf):
+    """Pack the whole of B (k x n) into ``buf`` in the layout ``packed_slice`` describes."""
+    nr = tile_cols(shape, buf)
+    for jc in range(0, n, nc):
+        cols = min(nc, n - jc)
+        width = (cols + nr - 1) // nr * nr
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            pack_b_panels(
+                shape, b, pc * rs_b + jc * cs_b, rs_b, cs_b, depth, cols, np.intp(0), width // nr,
+                advance(buf, packed_slice(k, jc, pc, width)), False,
+            )
+
+
+@njit(cache=True)
+def pack_entry(shape, b, nc, kc, buf):
+    """Entry from Python: pack a 2-D array (any strides) for ``gemm_serial(prepacked=True)``."""
+    size = b.itemsize
+    pack_all(shape, address(b), b.strides[0] // size, b.strides[1] // size, b.shape[0], b.shape[1], nc, kc,
+             address(buf))
+
+
+@njit(cache=True)
+def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
+    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    size = a.itemsize
+    gemm_serial(
+        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        address(a), origin, a.strides[0] // size, a.strides[1] // size,
+        address(b), origin, b.strides[0] // size, b.strides[1] // size,
+        address(c), origin, c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
+    )
+
+
+@njit(cache=True)
+def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf, scratch):
+    """Entry from Python with B prepacked by ``pack_entry`` (``packed`` holds k x n)."""
+    origin = np.intp(0)  # a run-time zero (also B's unused strides): as gemm_entry's callees
+    size = a.itemsize
+    gemm_serial(
+        shape, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), origin, a.strides[0] // size, a.strides[1] // size,
+        address(packed), origin, origin, origin,
+        address(c), origin, c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, address(abuf), address(bbuf), address(scratch), True,
+    )
+
+
+@njit(cache=True)
+def prepacked_rows_panels(
+    tile, first, last, m, n, k, alpha, beta, a, rs_a, cs_a, packed, c, rs_c, cs_c, nc, kc, nr, scratch,
+):
+    """Columns of C in NR-wide panels [first, last) (counted across the NC slices)
+    for few rows, reading the prepacked B panels in place.
+
+    Each packed panel is a KC x NR row-major block, so the direct microkernel
+    reads it like an unpacked B with row stride NR; ``tile`` is NR wide.  Same
+    KC blocks, FMA chains and merges as every other path.
+    """
+    mr = tile_rows(tile)
+    for panel in range(first, last):
+        jc = panel * nr // nc * nc  # NC is a multiple of NR: a panel never straddles two slices
+        jr = panel * nr - jc
+        cols = min(nc, n - jc)
+        width = (cols + nr - 1) // nr * nr
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            for ir in range(0, m, mr):
+                direct_microkernel(
+                    tile, depth, a, ir * rs_a + pc * cs_a, rs_a, cs_a,
+                    packed, packed_slice(k, jc, pc, width) + jr * depth, nr,
+                    c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
+                    min(mr, m - ir), min(nr, cols - jr), alpha, beta, mode, scratch,
+                )
+
+
+@njit(cache=True)
+def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch):
+    """Entry from Python for ``prepacked_rows_panels`` over all of C."""
+    size = a.itemsize
+    prepacked_rows_panels(
+        tile, np.intp(0), (n + nr - 1) // nr, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size,
+        address(packed), address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, address(scratch),
+    )

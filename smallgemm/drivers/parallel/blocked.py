@@ -1,0 +1,208 @@
+"""The blocked product on several workers: row-block tasks over shared packed B slices,
+one shared A block, and the prepacked products' tasks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ...kernels.shared import TASKS_PER_WORKER
+from ...simd import address, advance, tile_cols, tile_rows
+from ..blocked import merge_mode, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
+from ..packing import pack_a, pack_b_panels
+from .tasks import (
+    claim,
+    column_groups,
+    one_row_group,
+    pack_task_panels,
+    panels_read_by_others,
+    record,
+    reset_counters,
+    task_split,
+)
+
+
+@njit(cache=True, parallel=True)
+def gemm_parallel(
+    shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows, prepacked,
+):
+    """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1).
+
+    Up to ``shared_rows`` rows of A (and no more than the workers' A buffers
+    hold together) are one block that all workers share (``one_row_block``).
+    With ``prepacked``, ``b`` already holds every packed slice
+    (``driver.packed_slice``): the row-block tasks read them in place.
+    """
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    # One row block, a B panel per worker fits the buffer, and B has panels
+    # enough to keep the workers busy: no B slice is shared (``one_row_block``),
+    # so all columns are one slice and A is packed once per KC block.  With few
+    # panels (a narrow B) the row-block tasks share out better, and each worker
+    # reads the rows of A it packed itself (``task_split``).
+    one_block = (not prepacked and m <= max(mc, min(shared_rows, workers * mc)) and workers * nr <= nc
+                 and (n + nr - 1) // nr >= TASKS_PER_WORKER * workers)
+    slice_cols = n if one_block else nc
+    for jc in range(0, n, slice_cols):  # JC
+        cols = min(slice_cols, n - jc)
+        panels = (cols + nr - 1) // nr
+        row_blocks, groups, per_group = task_split(m, cols, mc, mr, nr, workers)
+        group = one_row_group(panels, nc, nr, workers)
+        for pc in range(0, k, kc):  # PC
+            depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            if prepacked:
+                row_tasks_parallel(
+                    shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a,
+                    advance(b, packed_slice(k, jc, pc, panels * nr)), c, jc * cs_c, rs_c, cs_c,
+                    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                )
+                continue
+            b_slice = pc * rs_b + jc * cs_b
+            if one_block:
+                one_row_block(
+                    shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
+                    c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, group, workers,
+                    abuf, bbuf, scratch, counter, log_b, log_rows,
+                )
+                continue
+            per_task = pack_task_panels(panels, workers)
+            pack_tasks = (panels + per_task - 1) // per_task
+            streaming = panels_read_by_others(groups, workers)
+            reset_counters(counter, workers)
+            for w in prange(workers):  # pack the B slice, a few NR panels per task
+                task, turn = claim(counter, pack_tasks, workers, w, 0)
+                while task >= 0:
+                    record(log_b, task)
+                    pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
+                                  min((task + 1) * per_task, panels), bbuf, streaming)
+                    task, turn = claim(counter, pack_tasks, workers, w, turn)
+            row_tasks_parallel(
+                shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
+                c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+            )
+
+
+@njit(cache=True, parallel=True)
+def row_tasks_parallel(
+    shape, row_blocks, groups, per_group, m, cols, depth, a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+):
+    """IC (and column groups of JR) as tasks over one packed B slice (``b_panels``):
+    each worker packs the row blocks it takes into its own part of ``abuf``."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, abuf)
+    row_tasks = row_blocks * groups
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_abuf = advance(abuf, w * mc * kc)
+        my_scratch = advance(scratch, w * mr * nr)
+        task, turn = claim(counter, row_tasks, workers, w, 0)
+        while task >= 0:
+            record(log_rows, task)
+            row_block_task(
+                shape, task, row_blocks, groups, per_group, m, cols, depth,
+                a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
+                alpha, beta, mode, my_abuf, my_scratch,
+            )
+            task, turn = claim(counter, row_tasks, workers, w, turn)
+
+
+@njit(cache=True, parallel=True)
+def one_row_block(
+    shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+    alpha, beta, mode, kc, group, workers, abuf, bbuf, scratch, counter, log_a, log_panels,
+):
+    """One (JC, PC) step when all of A's rows are one block (m <= MC).
+
+    The A block is packed once, its MR-row panels handed out as tasks, into a
+    buffer every worker reads; then each group of ``group`` B panels is a task,
+    packed by the worker that takes it, into its own buffer, just before its
+    only use (``driver.panels_in_time``): the B slice never goes out to memory
+    and comes back (``gemm_serial`` does the same on one thread).  Groups no
+    larger than leaves TASKS_PER_WORKER tasks per worker (``one_row_group``),
+    so that the last tasks end together: one group per worker lost to one
+    panel per task (two threads, ``[256,2048] @ [2048,2048]`` float32: 6.1
+    against 5.7 ms).
+    """
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, bbuf)
+    row_panels = (m + mr - 1) // mr
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        task, turn = claim(counter, row_panels, workers, w, 0)
+        while task >= 0:
+            record(log_a, task)
+            i0 = task * mr
+            pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
+            task, turn = claim(counter, row_panels, workers, w, turn)
+    width = group * nr
+    tasks = (cols + width - 1) // width
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_bbuf = advance(bbuf, w * kc * width)
+        my_scratch = advance(scratch, w * mr * nr)
+        task, turn = claim(counter, tasks, workers, w, 0)
+        while task >= 0:
+            record(log_panels, task)
+            panels_in_time(
+                shape, m, task * width, min((task + 1) * width, cols), depth, abuf,
+                b, b_off, rs_b, cs_b, my_bbuf, group, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
+            )
+            task, turn = claim(counter, tasks, workers, w, turn)
+
+
+@njit(cache=True)
+def parallel_entry(
+    shape, alpha, beta, a, b, c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows,
+):
+    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
+    size = a.itemsize
+    gemm_parallel(
+        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size,
+        address(b), b.strides[0] // size, b.strides[1] // size,
+        address(c), c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
+        False,
+    )
+
+
+@njit(cache=True)
+def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
+    """Entry from Python with B prepacked by ``driver.pack_entry`` (``packed`` holds k x n)."""
+    # Run-time zeros (B's unused strides, no shared rows) and empty logs typed as
+    # parallel_entry's: literals or the read-only global NO_LOG would compile
+    # every callee, the row-block tasks included, once more.
+    origin = np.intp(0)
+    no_log = np.empty(0, dtype=np.int64)
+    size = a.itemsize
+    gemm_parallel(
+        shape, a.shape[0], n, a.shape[1], alpha, beta,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(packed), origin, origin,
+        address(c), c.strides[0] // size, c.strides[1] // size,
+        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), counter, no_log, no_log, True,
+    )
+
+
+@njit(cache=True, parallel=True)
+def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, workers, scratch, counter):
+    """``driver.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks."""
+    m, k = a.shape
+    size = a.itemsize
+    mr = tile_rows(tile)
+    panels = (n + nr - 1) // nr
+    groups, per_group = column_groups(panels, TASKS_PER_WORKER * workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_scratch = advance(address(scratch), w * mr * nr)
+        task, turn = claim(counter, groups, workers, w, 0)
+        while task >= 0:
+            prepacked_rows_panels(
+                tile, task * per_group, min((task + 1) * per_group, panels), m, n, k, alpha, beta,
+                address(a), a.strides[0] // size, a.strides[1] // size, address(packed),
+                address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, my_scratch,
+            )
+            task, turn = claim(counter, groups, workers, w, turn)

@@ -1,0 +1,265 @@
+"""The unpacked product on several workers: strips of B or rows of A as tasks, row dots
+and GEMV rows shared out, and the entry that follows ``unpacked.unpacked_route``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ...kernels.shared import GEMV_ROWS_PARALLEL_MIN_BYTES, TASKS_PER_WORKER
+from ...simd import (
+    address,
+    advance,
+    line_elements,
+    multiply_add,
+    row_dots_rule,
+    tile_cols,
+    tile_lanes,
+    tile_rows,
+)
+from ..unpacked import (
+    DOTS_OF_A_ROWS,
+    DOTS_OF_B_COLUMNS,
+    FEW_TILE,
+    GEMV_TILE,
+    NARROW_TILE,
+    RESIDENT_TILE,
+    STREAM_SIZE,
+    TILES,
+    TRANSPOSING_STREAM,
+    dot_pairs_suit,
+    dot_rows_of,
+    fetches_ahead,
+    gemv_rows,
+    stream_tiles,
+    tile_choice,
+    unpacked_form,
+)
+from .tasks import claim, reset_counters
+
+
+@njit(cache=True)
+def stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b):
+    """(MR, NR, ``fetches_ahead``) of the stream tile ``tile_of`` names (``stream_tile_of``)."""
+    if tile_of == FEW_TILE:
+        return tile_rows(few), tile_cols(few, a), fetches_ahead(few, a, n, k, cs_b)
+    if tile_of == NARROW_TILE:
+        return tile_rows(narrow), tile_cols(narrow, a), fetches_ahead(narrow, a, n, k, cs_b)
+    if tile_of == GEMV_TILE:
+        return tile_rows(gemv), tile_cols(gemv, a), fetches_ahead(gemv, a, n, k, cs_b)
+    return tile_rows(shape), tile_cols(shape, a), fetches_ahead(shape, a, n, k, cs_b)
+
+
+@njit(cache=True)
+def stream_tile_of(
+    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+    c, c_off, rs_c, cs_c, kc, sums, scratch, fetch,
+):
+    """``stream_tiles`` with the tile ``tile_of`` names: FEW_TILE, NARROW_TILE, GEMV_TILE,
+    else the main ``shape``.  A run-time choice, so that one parallel driver serves every
+    tile: compiled once per kernel and dtype, not once per tile (each costs seconds)."""
+    if tile_of == FEW_TILE:
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetch)
+    elif tile_of == NARROW_TILE:
+        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetch)
+    elif tile_of == GEMV_TILE:
+        stream_tiles(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetch)
+    else:
+        stream_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetch)
+
+
+@njit(cache=True, parallel=True)
+def unpacked_parallel(
+    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    kc, workers, scratch, sums, partial, counter,
+):
+    """The unpacked driver (few rows) on ``workers`` workers, with the stream tile
+    ``tile_of`` names (``stream_tile_of``).
+
+    Tasks are (row chunk, column strip) pairs handed out by the counter, each
+    computed by ``stream_tiles`` with the worker's own stream buffer.  When
+    they are too few to keep the workers busy and k spans several KC blocks,
+    the blocks are split too (split-K): each (chunk, strip, KC block) task writes
+    its block's raw tile sum into its own slice of ``partial``, then the slices
+    are merged into C in increasing block order with the very rules of the
+    serial path (OVERWRITE / SCALE, then ACCUMULATE).  The number of slices is
+    the number of KC blocks, whatever the thread count: the bits never change.
+    """
+    mr, nr, fetch = stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b)
+    scratch_size = tile_rows(shape) * tile_cols(shape, a)  # the largest tile's (workspace.get)
+    row_chunk = mr * max(1, 64 // mr)
+    row_tasks = (m + row_chunk - 1) // row_chunk
+    panels = (n + nr - 1) // nr
+    # A B with contiguous rows streams in runs as long as a task's strip is
+    # wide: one strip per worker (runs of 1024 columns for n = 2048 on two,
+    # where three per worker left ~350) streams faster from the L3, more than
+    # the finer tasks' balance gave back.  Two threads, paired runs in one
+    # process, [1|4|8|16|32,512] @ [512,2048] 24 / 15 / 12 / 5 / 4 % faster,
+    # [4,4096] @ [4096,4096] 10 %; a transposed B (its runs are W's rows) lost
+    # 0-5 % and keeps the finer tasks.
+    wanted = TASKS_PER_WORKER * workers if cs_b != 1 else workers
+    # Strips of whole panels, as even as possible (sizes differ by one panel at
+    # most): with 2 workers, [16,512] @ W.T, W [2048,512], has 32 panels in
+    # six strips of 5-6, where strips of 5 left a seventh of 2 and one worker
+    # a task more.
+    strips = min(panels, max(1, (wanted + row_tasks - 1) // row_tasks))
+    tasks = row_tasks * strips
+    k_blocks = (k + kc - 1) // kc
+    split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
+    total = tasks * k_blocks if split else tasks
+    unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile stream_tiles once more
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_scratch = advance(scratch, w * scratch_size)
+        my_sums = advance(sums, w * STREAM_SIZE)
+        task, turn = claim(counter, total, workers, w, 0)
+        while task >= 0:
+            block = task // tasks
+            rest = task - block * tasks
+            chunk = rest // strips
+            strip = rest - chunk * strips
+            i0 = chunk * row_chunk
+            j0 = strip * panels // strips * nr
+            rows = min(row_chunk, m - i0)
+            cols = min((strip + 1) * panels // strips * nr, n) - j0
+            if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
+                p0 = block * kc
+                stream_tile_of(
+                    tile_of, shape, narrow, few, gemv, rows, cols, min(kc, k - p0), one, zero,
+                    a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
+                    address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_sums, my_scratch, fetch,
+                )
+            else:
+                stream_tile_of(
+                    tile_of, shape, narrow, few, gemv, rows, cols, k, alpha, beta,
+                    a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
+                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch, fetch,
+                )
+            task, turn = claim(counter, total, workers, w, turn)
+    if split:
+        for i in prange(m):
+            for j in range(n):
+                at = i * rs_c + j * cs_c
+                t = partial[i * n + j]
+                if beta == 0:
+                    c[at] = alpha * t
+                else:
+                    c[at] = multiply_add(shape, alpha, t, beta * c[at])
+                for block in range(1, k_blocks):
+                    c[at] = multiply_add(shape, alpha, partial[block * m * n + i * n + j], c[at])
+
+
+@njit(cache=True)
+def even_run(task, tasks, units, unit, limit):
+    """(first, end): the elements of run ``task`` of ``tasks`` runs of whole ``unit``-element
+    units, ``units`` in all, as even as possible; the last ends at ``limit``."""
+    return task * units // tasks * unit, min((task + 1) * units // tasks * unit, limit)
+
+
+@njit(cache=True, parallel=True)
+def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
+                      sums, counter):
+    """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks (or pairs of
+    them) as tasks.
+
+    Each worker starts on its own contiguous run of rows (``claim``), so call
+    after call it reads the same rows of the matrix, which its caches may
+    still hold.  Rows are independent sums: the bits are those of one thread.
+    """
+    paired = dot_pairs_suit(rule, mat, rows, ldm)  # made once for the whole matrix
+    block_rows = (2 if paired else 1) * tile_lanes(rule, mat)
+    blocks = (rows + block_rows - 1) // block_rows
+    tasks = min(blocks, TASKS_PER_WORKER * workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_sums = advance(sums, w * STREAM_SIZE)
+        task, turn = claim(counter, tasks, workers, w, 0)
+        while task >= 0:
+            first, end = even_run(task, tasks, blocks, block_rows, rows)
+            dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
+                        ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
+            task, turn = claim(counter, tasks, workers, w, turn)
+
+
+@njit(cache=True)
+def streams_rows(gemv, a, n, k, workers):
+    """Whether one row of A times a k x n B (rows contiguous) takes ``gemv_rows_parallel``:
+    B of GEMV_ROWS_PARALLEL_MIN_BYTES or more, and a vector of columns for every worker."""
+    lanes = tile_lanes(gemv, a)
+    size = 64 // line_elements(gemv, a)
+    return n * k * size >= GEMV_ROWS_PARALLEL_MIN_BYTES and (n + lanes - 1) // lanes >= workers
+
+
+@njit(cache=True, parallel=True)
+def gemv_rows_parallel(rule, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, workers, sums, counter):
+    """``unpacked.gemv_rows`` (one row of A, B's rows contiguous) on ``workers`` workers:
+    one run of whole vectors of columns per worker, so each streams its part of every
+    row of B, the same part call after call.  Columns are independent sums: the bits
+    are those of one thread."""
+    lanes = tile_lanes(rule, b)
+    vectors = (n + lanes - 1) // lanes
+    tasks = min(vectors, workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        my_sums = advance(sums, w * STREAM_SIZE)
+        task, turn = claim(counter, tasks, workers, w, 0)
+        while task >= 0:
+            first, end = even_run(task, tasks, vectors, lanes, n)
+            gemv_rows(rule, end - first, k, alpha, beta, a, np.intp(0), cs_a, b, first, rs_b, c, first * cs_c, cs_c, kc,
+                      my_sums)
+            task, turn = claim(counter, tasks, workers, w, turn)
+
+
+@njit(cache=True)
+def unpacked_parallel_entry(
+    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial,
+    counter,
+):
+    """Entry from Python for the parallel unpacked driver (see ``unpacked_parallel``); ``lane_sums``:
+    the row-dots rule's flag (``simd.row_dots_rule``)."""
+    size = a.itemsize
+    m, k = a.shape
+    n = b.shape[1]
+    unpacked_parallel_product(
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta, one, zero,
+        address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size, b.strides[1] // size,
+        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
+        counter,
+    )
+
+
+@njit(cache=True)
+def unpacked_parallel_product(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    kc, workers, scratch, sums, partial, counter,
+):
+    """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
+    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    args = (
+        shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
+        workers, scratch, sums, partial, counter,
+    )
+    # unpacked_route's rule, through its two parts: inlined here, as gemm_unpacked inlines it,
+    # it cost this entry 10 % more compile time.
+    choice = unpacked_form(m, n, cs_a, rs_b, cs_b)
+    if choice == TILES:
+        choice = tile_choice(shape, narrow, few, resident, m, n, k, kc, a)
+    if choice == DOTS_OF_A_ROWS:
+        dot_rows_parallel(gemv, m, k, alpha, beta, b, origin, rs_b, a, origin, rs_a, c, origin, rs_c, kc, workers, sums,
+                          counter)
+    elif choice == DOTS_OF_B_COLUMNS:
+        dot_rows_parallel(gemv, n, k, alpha, beta, a, origin, cs_a, b, origin, cs_b, c, origin, cs_c, kc, workers, sums,
+                          counter)
+    elif choice == TRANSPOSING_STREAM:  # the few-rows tile's stream, strips shared out
+        unpacked_parallel(FEW_TILE, *args)
+    elif choice == RESIDENT_TILE:  # a resident-B product is too small for threads: the narrow tile
+        unpacked_parallel(NARROW_TILE, *args)
+    elif choice == GEMV_TILE and streams_rows(gemv, a, n, k, workers):
+        gemv_rows_parallel(gemv, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, workers, sums, counter)
+    else:
+        unpacked_parallel(choice, *args)

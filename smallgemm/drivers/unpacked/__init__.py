@@ -1,0 +1,70 @@
+"""Products that skip packing: the microkernel reads A and B where they are.
+
+For small products (and few rows) packing costs more than it saves.  This
+driver walks the same KC blocks and MR x NR tiles as the blocked driver and
+runs the same tile, FMA chain and merge (``direct_microkernel``), so a product
+gives the same bits whichever driver its size selects.  It reads B's rows with
+vector loads where they are contiguous; a B with contiguous columns (few rows
+only) is packed a small panel at a time (``stream_tiles``).  A may have any
+strides.
+"""
+
+from __future__ import annotations
+
+from .entry import (  # noqa: F401
+    SMALL_DONE,
+    SMALL_PLANNED,
+    SMALL_REFUSED,
+    byte_extent,
+    may_overlap,
+    output_apart,
+    small_product_route,
+    unpacked_entry,
+    vector_entry,
+    whole_elements,
+)
+from .route import (  # noqa: F401
+    DOTS_OF_A_ROWS,
+    DOTS_OF_B_COLUMNS,
+    FEW_TILE,
+    GEMV_TILE,
+    MAIN_TILE,
+    NARROW_TILE,
+    RESIDENT_TILE,
+    TILE_NAMES,
+    TILES,
+    TRANSPOSING_STREAM,
+    padded_fmas,
+    tile_choice,
+    tile_of,
+    unpacked_form,
+    unpacked_route,
+)
+from .row_dots import (  # noqa: F401
+    L1_SET_PERIOD_BYTES,
+    dot_pairs_suit,
+    dot_row_blocks,
+    dot_rows,
+    dot_rows_lane_wise,
+    dot_rows_of,
+    gemv_rows,
+    merge_sums,
+)
+from .stream import (  # noqa: F401
+    STREAM_PANEL,
+    STREAM_SIZE,
+    STREAM_SUMS,
+    fetches_ahead,
+    stream_strips,
+    stream_tiles,
+    strip_rows,
+)
+from .tiles import (  # noqa: F401
+    gemm_unpacked,
+    gemm_unpacked_stack,
+    main_tiles,
+    resident_strip,
+    resident_strips,
+    resident_tiles,
+    unpacked_tiles,
+)

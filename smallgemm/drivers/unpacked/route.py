@@ -1,0 +1,92 @@
+"""How the unpacked driver computes a product: the layout's way (``unpacked_form``: row
+dots, the transposing stream or tiles) and which tile suits it (``tile_choice``).
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ...kernels.shared import FEW_TILE_MAX_ROWS, FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
+from ...simd import address, line_elements, resident_depth, tile_cols, tile_lanes, tile_rows
+
+# The kernel's tiles, as ``tile_choice`` names them.
+MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE = 0, 1, 2, 3, 4
+# The other ways ``unpacked_route`` may choose: row dots (a matrix times a vector along
+# contiguous rows, ``W @ x`` or ``x @ W.T``) and the few-rows stream packing a transposed
+# B a strip at a time.
+DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM = 5, 6, 7
+TILES = -1  # unpacked_form: one of the tiles
+TILE_NAMES = ("main", "narrow", "few-rows", "single-row (GEMV)", "resident B")
+
+
+@njit(cache=True)
+def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
+    """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
+
+    ``resident`` when B's k fits in its registers (k <= depth, n within
+    RESIDENT_STRIPS tile widths) and k is one KC block (so its sums are those
+    of the blocked path): each strip of B is loaded once per product;
+    ``narrow`` (one vector wide) when n fits in it: a 16x16 float32 product
+    then computes no padding; ``gemv``
+    (1 x 256) for a single row; ``few`` (4 x 64) for a few rows, where the main
+    tile would mostly compute copies of the last row, unless n fits one main
+    tile (half the few tile would then be padding: float32, one thread, main /
+    few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
+    1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
+    than a quarter of the FMAs: its stream costs more than it saves.  Then
+    ``narrow`` again where the main tile's padding rows cost a
+    third more FMAs than the narrow tile's extra column strips: 16 rows on a
+    14-row main tile compute 28 (AVX-512, one thread: stacks of float64 16x16x16
+    1.16x, float32 16x32x32 1.35x as fast; 30 rows, where the narrow tile saves a
+    quarter, lost 5 %).
+    """
+    if n <= RESIDENT_STRIPS * tile_cols(resident, a) and k <= resident_depth(resident) and k <= kc:
+        return RESIDENT_TILE
+    if n <= tile_cols(narrow, a):
+        return NARROW_TILE
+    if m == 1:
+        return GEMV_TILE
+    if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a) and (
+        n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
+        or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
+    ):
+        return FEW_TILE
+    if m <= FEW_TILE_MAX_ROWS and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
+        return NARROW_TILE
+    return MAIN_TILE
+
+
+@njit(cache=True)
+def unpacked_form(m, n, cs_a, rs_b, cs_b):
+    """Which way of the unpacked driver a layout takes: row dots for a matrix times a
+    vector along contiguous rows (DOTS_OF_A_ROWS: ``W @ x``; DOTS_OF_B_COLUMNS: ``x @
+    W.T`` with one row), the TRANSPOSING_STREAM for a B with contiguous columns (few
+    rows), else TILES (``tile_choice``).  The one rule that the serial and the parallel
+    unpacked products and the strategy table (``strategies``) follow."""
+    if n == 1 and cs_a == 1:
+        return DOTS_OF_A_ROWS
+    if m == 1 and rs_b == 1 and cs_b != 1:
+        return DOTS_OF_B_COLUMNS
+    if cs_b != 1:
+        return TRANSPOSING_STREAM
+    return TILES
+
+
+@njit(cache=True, inline="always")
+def unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a):
+    """``unpacked_form``, with the tile of ``tile_choice`` in place of TILES."""
+    form = unpacked_form(m, n, cs_a, rs_b, cs_b)
+    return tile_choice(shape, narrow, few, resident, m, n, k, kc, a) if form == TILES else form
+
+
+@njit(cache=True)
+def tile_of(shape, narrow, few, resident, k, kc, a, b):
+    """``tile_choice`` for Python callers (``strategies.explain``): a and b are the 2-D operands."""
+    return tile_choice(shape, narrow, few, resident, a.shape[0], b.shape[1], k, kc, address(a))
+
+
+@njit(cache=True, inline="always")
+def padded_fmas(shape, m, n, a):
+    """Vector FMAs per k step for an m x n C in tiles of ``shape``, padding included."""
+    rows, cols = tile_rows(shape), tile_cols(shape, a)
+    return -(-m // rows) * rows * -(-n // cols) * (cols // tile_lanes(shape, a))

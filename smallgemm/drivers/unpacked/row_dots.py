@@ -1,0 +1,256 @@
+"""Row dots and the single-row stream: a matrix with contiguous rows times one vector
+(``W @ x``, ``x @ W.T`` with one row) and one row times B (GEMV rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ...kernels.shared import (
+    DOT_PAIR_MAX_BYTES,
+    DOT_PAIR_MAX_ROWS_PER_SET,
+    DOT_PAIR_MAX_STREAMS,
+    GEMV_CHUNK,
+    GEMV_FETCH_AHEAD,
+    GEMV_FETCH_MIN_BYTES,
+    GEMV_WIDE_MIN_BYTES,
+)
+from ...simd import (
+    ACCUMULATE,
+    AXPY_ROWS,
+    AXPY_ROWS_WIDE,
+    LANE_DOT_ROWS,
+    OVERWRITE,
+    advance,
+    axpy_rows,
+    axpy_rows_wide,
+    axpy_vector,
+    dot_pair_zero,
+    dot_steps,
+    dot_tail,
+    dot_zero,
+    elements_to_vector_boundary,
+    lane_dot_steps,
+    lane_dot_sums,
+    lane_dot_tail,
+    lane_dot_width,
+    lane_dot_zero,
+    line_elements,
+    multiply_add,
+    prefetch_read_l2,
+    sums_lane_wise,
+    tile_dot_pairs,
+    tile_fetches_ahead,
+    tile_lanes,
+    tile_store,
+)
+from ..blocked import merge_mode
+
+
+@njit(cache=True)
+def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
+    """Merge ``count`` raw sums of one KC block into C's elements ``c_off + j*cs_c``, by
+    the rules of ``tile_write`` (same multiply-adds), so the bits are the tiles'."""
+    for j in range(count):
+        at = c_off + j * cs_c
+        if mode == OVERWRITE:
+            c[at] = alpha * sums[j]
+        elif mode == ACCUMULATE:
+            c[at] = multiply_add(rule, alpha, sums[j], c[at])
+        else:
+            c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
+
+
+@njit(cache=True)
+def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row):
+    """One row of C (m == 1): B streamed row after row, in order, as memory delivers it.
+
+    For each chunk of columns and each KC block, the chunk's partial sums live in
+    ``row`` (L1) and every row of B is read once, contiguously: the read
+    bandwidth bound, where a register tile walking down B's columns jumps one
+    row stride per k.  B's rows are added a group at a time (``axpy_rows``,
+    AXPY_ROWS; ``axpy_rows_wide`` from GEMV_WIDE_MIN_BYTES of B), so the row
+    buffer is read and written once per group of rows of B: one row at a
+    time, its traffic evicts B's lines from a 32 KiB L1 (one thread, float32
+    [1,512] @ [512,2048]: 94 us in groups, 128 a row at a time).  Where every row of a B
+    the L3 keeps starts at the same place within a vector, the columns before
+    a vector boundary are added one by one, so the vector loads never
+    straddle two cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a
+    line as NumPy allocates it: 1.02-1.38x in paired runs).  Each element is
+    still the FMA chain of its KC block in increasing k from zero, merged by
+    the usual rules, so the bits are those of every other path.
+    """
+    lanes = tile_lanes(rule, b)
+    zero = alpha - alpha
+    item_bytes = 64 // line_elements(rule, b)
+    tuned = tile_fetches_ahead(rule) != 0  # the kernel's choice (its GEMV tile's ``fetch_ahead``)
+    fetch = tuned and n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
+    wide = tuned and n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
+    group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
+    # From memory (a B the requests fetch) the lead's columns, added one by one, cost
+    # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
+    rows_aligned_alike = rs_b % lanes == 0 and not fetch
+    j0 = 0
+    while j0 < n:
+        # Columns before B's rows reach a vector boundary, taken one by one besides
+        # the chunk's columns (the chunk after then starts on a boundary too).
+        lead = elements_to_vector_boundary(rule, b, b_off + j0) if rows_aligned_alike else 0
+        width = min(GEMV_CHUNK + lead, n - j0)
+        lead = min(lead, width)
+        whole = lead + (width - lead) // lanes * lanes
+        # Sums of column j at sums[j + shift]: the vectors' sums aligned too.
+        shift = (lanes - lead) % lanes
+        sums = advance(row, shift)
+        # The same columns, as many groups of rows ahead as GEMV_FETCH_AHEAD asks of groups of AXPY_ROWS.
+        ahead = (GEMV_FETCH_AHEAD * (group // AXPY_ROWS) + width - 1) // width * rs_b
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            grouped = depth - depth % group
+            for j in range(width):
+                sums[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
+            for p in range(0, grouped, group):
+                x_at = a_off + (pc + p) * cs_a
+                start = b_off + (pc + p) * rs_b + j0
+                for j in range(lead):
+                    for q in range(group):
+                        sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
+                for j in range(lead, whole, lanes):
+                    if fetch:
+                        for q in range(group):
+                            prefetch_read_l2(b, start + q * rs_b + j + ahead)
+                    if wide:
+                        axpy_rows_wide(rule, a, x_at, cs_a, b, start + j, rs_b, sums, j)
+                    else:
+                        axpy_rows(rule, a, x_at, cs_a, b, start + j, rs_b, sums, j)
+                for j in range(whole, width):
+                    for q in range(group):
+                        sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
+            for p in range(grouped, depth):
+                x = a[a_off + (pc + p) * cs_a]
+                start = b_off + (pc + p) * rs_b + j0
+                for j in range(lead):
+                    sums[j] = multiply_add(rule, x, b[start + j], sums[j])
+                for j in range(lead, whole, lanes):
+                    axpy_vector(rule, x, b, start + j, sums, j)
+                for j in range(whole, width):
+                    sums[j] = multiply_add(rule, x, b[start + j], sums[j])
+            merge_sums(rule, sums, width, c, c_off + j0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
+        j0 += width
+
+
+# Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
+# KiB L1 of 8 or 12 ways, 64-byte lines); ``plan`` avoids such rows too.
+L1_SET_PERIOD_BYTES = 4096
+
+
+@njit(cache=True)
+def dot_pairs_suit(rule, mat, rows, ldm):
+    """Whether ``dot_rows`` should take ``rows`` rows of ``mat`` (``ldm`` apart) in pairs
+    of row blocks: where the kernel's GEMV tile sets ``dot_pairs``, within
+    DOT_PAIR_MAX_ROWS_PER_SET and DOT_PAIR_MAX_STREAMS."""
+    lanes = tile_lanes(rule, mat)
+    size = 64 // line_elements(rule, mat)
+    if tile_dot_pairs(rule) == 0:
+        return False
+    pair_rows = 2 * lanes
+    apart = 1  # rows this far apart share an L1 set
+    while apart < pair_rows and (apart * ldm * size) % L1_SET_PERIOD_BYTES != 0:
+        apart += 1
+    if (pair_rows + apart - 1) // apart > DOT_PAIR_MAX_ROWS_PER_SET:
+        return False
+    return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
+
+
+@njit(cache=True)
+def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
+    """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
+
+    A matrix times a vector where the matrix's rows are contiguous along k:
+    ``x @ W.T`` (one row of A, W stored [N, K]: the rows are W's) and ``W @ x``
+    (one column of B: the rows are A's).  Each row is read once, front to
+    back, LANES rows at a time (``dot_steps``), or two such blocks where their
+    chains side by side gain (``dot_pairs_suit``), as a stream the
+    prefetchers follow; a tile walking down B's columns instead reads one
+    element per row a whole row apart.  Each element is still the FMA chain
+    of its KC block in increasing k from zero, merged by the usual rules, so
+    the bits are those of every other path.  ``sums`` holds a block's sums.
+    With batch invariance given up (a rule with ``lane_sums``), a contiguous
+    ``v`` goes to ``dot_rows_lane_wise`` instead.
+    """
+    paired = dot_pairs_suit(rule, mat, rows, ldm)
+    dot_rows_of(rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
+
+
+@njit(cache=True)
+def dot_rows_of(
+    rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
+):
+    """``dot_rows`` with the choice of pairs made (by the caller: ``dot_rows_parallel``
+    makes it once for the whole matrix)."""
+    if sums_lane_wise(rule) and v_stride == 1:
+        dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums)
+        return
+    lanes = tile_lanes(rule, mat)
+    done = 0
+    if paired:
+        done = rows - rows % (2 * lanes)
+        dot_row_blocks(rule, dot_pair_zero(rule, mat), 2 * lanes, done, k, alpha, beta, v, v_off, v_stride, mat,
+                       m_off, ldm, c, c_off, cs_c, kc, sums)
+    if done < rows:
+        dot_row_blocks(rule, dot_zero(rule, mat), lanes, rows - done, k, alpha, beta, v, v_off, v_stride, mat,
+                       m_off + done * ldm, ldm, c, c_off + done * cs_c, cs_c, kc, sums)
+
+
+@njit(cache=True)
+def dot_row_blocks(
+    rule, zero, block_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
+):
+    """The loops of ``dot_rows`` over dot blocks like ``zero`` (one or a pair of row
+    blocks of ``rule``'s vectors: ``block_rows`` rows).
+
+    Where every row starts at the same place within a vector, each KC
+    block's steps up to a vector boundary are taken first on their own, so
+    the loads after them never straddle two cache lines (NumPy's large arrays
+    start 16 bytes into one; float32 W [2048,2048] 1.4-1.5x, [4096,4096] 1.2x).
+    """
+    lanes = tile_lanes(rule, mat)
+    rows_aligned_alike = ldm % lanes == 0
+    for r0 in range(0, rows, block_rows):
+        live = min(block_rows, rows - r0)
+        start = m_off + r0 * ldm
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            head = min(depth, elements_to_vector_boundary(rule, mat, start + pc)) if rows_aligned_alike else 0
+            block = zero
+            if head > 0:
+                block = dot_tail(block, v, v_off + pc * v_stride, v_stride, mat, start + pc, ldm, live, head)
+            whole = head + (depth - head) // lanes * lanes
+            for p in range(pc + head, pc + whole, lanes):
+                block = dot_steps(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live)
+            if whole < depth:
+                p = pc + whole
+                block = dot_tail(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live, depth - whole)
+            tile_store(block, sums)
+            merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
+
+
+@njit(cache=True)
+def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums):
+    """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``set_batch_invariant(False)``): each
+    row's dot product with the contiguous ``v`` in vectors of partial sums along all of k,
+    then across the lanes.  A row's bits depend on the row, ``v`` and the kernel only (not
+    on the thread count), but differ from the other paths' FMA chain in increasing k.
+    """
+    step = lane_dot_width(rule, mat)
+    whole = k - k % step
+    for r0 in range(0, rows, LANE_DOT_ROWS):
+        live = min(LANE_DOT_ROWS, rows - r0)
+        start = m_off + r0 * ldm
+        block = lane_dot_zero(rule, mat)
+        for p in range(0, whole, step):
+            block = lane_dot_steps(block, v, v_off + p, mat, start + p, ldm, live)
+        if whole < k:
+            block = lane_dot_tail(block, v, v_off + whole, mat, start + whole, ldm, live, k - whole)
+        lane_dot_sums(block, sums)
+        merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(np.intp(0), beta))

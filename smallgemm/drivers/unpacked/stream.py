@@ -1,0 +1,185 @@
+"""The few-rows stream: B (rows or columns contiguous) packed a strip at a time just
+before the few-rows tile uses it, with its sums kept in the workspace.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ...kernels.microkernel import (
+    direct_steps,
+    direct_steps_fetching,
+    merge_tile,
+    panel_steps_fetching,
+    panel_steps_fetching_rows,
+)
+from ...kernels.shared import (
+    FETCH_DISTANCE,
+    GEMV_CHUNK,
+    STREAM_COLS,
+    STREAM_FROM_MEMORY_MIN_BYTES,
+    STREAM_FROM_MEMORY_ROWS,
+    STREAM_LEAD_MIN_ROW_BYTES,
+    STREAM_PACK_MIN_TILES,
+    STREAM_ROWS,
+    STREAM_STRIP_BYTES,
+    TRANSPOSED_FETCH_MAX_RUN,
+    TRANSPOSED_FETCH_MIN_BYTES,
+    TRANSPOSED_PANEL_BYTES,
+)
+from ...simd import (
+    advance,
+    elements_to_line_boundary,
+    line_elements,
+    tile_cols,
+    tile_load,
+    tile_rows,
+    tile_store,
+    tile_zero,
+)
+from ..blocked import merge_mode
+from ..packing import pack_b_panel
+
+# The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
+# one GEMV chunk, with its lead columns and the shift that aligns its vectors:
+# fewer than 16 each), then the panel: a strip kept by the first row tile
+# (STREAM_STRIP_BYTES), or a transposed strip (TRANSPOSED_PANEL_BYTES); in
+# elements of the narrowest dtype, float32.
+STREAM_SUMS = max(GEMV_CHUNK + 32, STREAM_ROWS * STREAM_COLS)
+STREAM_PANEL = max(STREAM_STRIP_BYTES, TRANSPOSED_PANEL_BYTES) // 4
+STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
+
+
+@njit(cache=True, inline="always")
+def strip_rows(strip_bytes, cols, item_bytes):
+    """Rows of B the row stream takes at a time for tiles ``cols`` wide so that one strip
+    of them holds ``strip_bytes``: STREAM_STRIP_BYTES for a row-major B,
+    TRANSPOSED_PANEL_BYTES for a transposed one (runs of each W row)."""
+    return max(1, strip_bytes // (cols * item_bytes))
+
+
+@njit(cache=True)
+def fetches_ahead(tile, a, n, k, cs_b):
+    """Whether ``stream_tiles`` should request a transposed B's next strip
+    (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
+    size = 64 // line_elements(tile, a)
+    large = n * k * size > TRANSPOSED_FETCH_MIN_BYTES
+    return cs_b != 1 and large and strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
+
+
+@njit(cache=True)
+def stream_tiles(
+    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
+    fetch,
+):
+    """The unpacked product with B read along its rows (few rows): ``stream_strips`` on
+    column strips that start on cache lines.
+
+    NumPy's large arrays start 16 bytes into a line, so a strip of B one line wide
+    (the AVX2 few-rows tile) spans two: where every row of B starts at the same place
+    within a line, the columns before the first line boundary are a strip of their
+    own, where B's rows lie far enough apart to share L1 sets
+    (STREAM_LEAD_MIN_ROW_BYTES).  Each element keeps its FMA chain: the same bits.
+    AVX2, one thread, float32 [4,512] @ [512,2048]: about 1.9x as fast as with strips
+    across line boundaries (docs/performance.md).
+    """
+    lead = 0
+    line = line_elements(tile, b)
+    if cs_b == 1 and rs_b % line == 0 and rs_b * (64 // line) >= STREAM_LEAD_MIN_ROW_BYTES:
+        lead = elements_to_line_boundary(tile, b, b_off)
+    if lead + tile_cols(tile, b) > n:  # too narrow for a strip after the lead: one pass
+        lead = 0
+    if lead > 0:
+        stream_strips(tile, m, lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                      kc, sums, scratch, fetch)
+    stream_strips(tile, m, n - lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + lead, rs_b, cs_b, c,
+                  c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
+
+
+@njit(cache=True)
+def stream_strips(
+    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
+    fetch,
+):
+    """The unpacked product with B read along its rows, strip after strip from column 0.
+
+    A tile walking down one column strip of B for a whole KC block jumps a
+    row stride at every step, and with rows several KiB apart the hardware
+    prefetchers cannot follow (measured: 45 cycles a step).  Here each group of
+    ``strip_rows`` rows of B is swept across a chunk of columns, strip after
+    strip, for up to STREAM_ROWS rows of A, so B streams from memory in order;
+    the tiles' partial sums wait in ``sums`` (STREAM_SIZE elements, in L2)
+    between groups.  Each element is still one FMA chain in increasing k over
+    its KC block, from zero, merged by the usual rules: the bits of
+    ``unpacked_tiles``.
+
+    A B whose rows are not contiguous (``x @ W.T``, W stored [N, K]) is packed
+    on the fly, one strip at a time, into the panel at the end of ``sums``
+    (in-register transposes): B is read once, in the order of W's rows,
+    instead of being packed whole into memory and read again, ``strip_rows``
+    rows at a time (long runs of each of W's rows); with ``fetch``
+    (``fetches_ahead``), the row tiles request the next strip's rows while
+    they compute.  A B with
+    contiguous rows goes to that panel too when several row tiles share each
+    strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
+    """
+    mr = tile_rows(tile)
+    nr = tile_cols(tile, a)
+    tile_size = mr * nr
+    strips = STREAM_COLS // nr
+    panel = advance(sums, STREAM_SUMS)
+    sweep = max(mr, STREAM_ROWS // mr * mr)
+    size = 64 // line_elements(tile, b)
+    group = strip_rows(STREAM_STRIP_BYTES if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
+    if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
+        group = min(group, STREAM_FROM_MEMORY_ROWS)
+    for i0 in range(0, m, sweep):
+        height = min(sweep, m - i0)
+        tiles = (height + mr - 1) // mr
+        keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
+        for j0 in range(0, n, STREAM_COLS):
+            width = min(STREAM_COLS, n - j0)
+            for pc in range(0, k, kc):
+                depth = min(kc, k - pc)
+                mode = merge_mode(pc, beta)
+                for p0 in range(0, depth, group):
+                    steps = min(group, depth - p0)
+                    last = p0 + steps == depth
+                    for jr in range(0, width, nr):
+                        cols = min(nr, width - jr)
+                        b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
+                        next_at = b_at + nr * cs_b  # the next strip
+                        src, rs_src = b, rs_b
+                        if cs_b != 1:
+                            pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, np.intp(0))
+                            src, b_at, rs_src = panel, 0, nr
+                        for ir in range(0, height, mr):
+                            rows = min(mr, height - ir)
+                            sharer = ir // mr
+                            held = advance(sums, (sharer * strips + jr // nr) * tile_size)
+                            tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
+                            a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
+                            if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
+                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
+                                                        cols, panel)
+                                src, b_at, rs_src = panel, 0, nr
+                            elif keep_strip and jr + nr < width:  # and request the next strip
+                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
+                                                                b, next_at, rs_b, sharer - 1, tiles - 1)
+                            elif cs_b == 1 and tiles == 1 and cols == nr and jr + FETCH_DISTANCE * nr < width:
+                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at,
+                                                                 rs_b, b_at + FETCH_DISTANCE * nr)
+                            elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
+                                tile_sum = panel_steps_fetching_rows(
+                                    tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel, b, next_at, cs_b,
+                                    sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
+                                )
+                            else:
+                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
+                                                        cols, None)
+                            if last:
+                                merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
+                                           rows, cols, alpha, beta, mode, scratch)
+                            else:
+                                tile_store(tile_sum, held)

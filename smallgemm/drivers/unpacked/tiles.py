@@ -1,0 +1,232 @@
+"""The tile loops over unpacked operands, resident B, and ``gemm_unpacked``: one product
+(or a stack of them) on the route ``unpacked_route`` chooses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ...kernels.microkernel import direct_microkernel, merge_tile
+from ...simd import resident_b, resident_product, tile_cols, tile_rows, tile_zero
+from ..blocked import merge_mode
+from .route import (
+    DOTS_OF_A_ROWS,
+    DOTS_OF_B_COLUMNS,
+    FEW_TILE,
+    GEMV_TILE,
+    MAIN_TILE,
+    NARROW_TILE,
+    RESIDENT_TILE,
+    TRANSPOSING_STREAM,
+    padded_fmas,
+    unpacked_route,
+)
+from .row_dots import dot_rows, gemv_rows
+from .stream import fetches_ahead, stream_tiles
+
+
+@njit(cache=True)
+def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """A whole product with B in registers (k <= the tile's depth, n <= RESIDENT_STRIPS tile widths).
+
+    One strip of B in the common layouts (A and C rows contiguous) gets its own
+    compiled loop, with those strides known at compile time: then no call is
+    left in the loop, B stays in registers and the A addresses are constant
+    offsets.  Several strips take one loop for any strides.
+    """
+    if n > tile_cols(resident, a):
+        resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
+                        scratch)
+    elif cs_c == 1:
+        if cs_a == 1:
+            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, 1, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+        else:
+            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1,
+                           scratch)
+    else:
+        resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+
+
+@njit(cache=True, inline="always")
+def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers
+    (n <= the tile's width: one strip of B).
+
+    Inlined into its callers: in a stack's loop over products, what does not
+    change from one product to the next (B's masks, the row offsets) is then
+    computed once, not once per product (a stack of 1000 float32 16x16x16
+    products 1.26x as fast, of 8x8x8 1.5x; one thread).
+    """
+    mr = tile_rows(resident)
+    mode = merge_mode(np.intp(0), beta)  # one KC block: k <= depth < KC
+    held = resident_b(resident, b, b_off, rs_b, k, n)
+    for i in range(0, m, mr):
+        rows = min(mr, m - i)
+        tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
+        merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+
+
+@njit(cache=True, inline="always")
+def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+    """``resident_strip`` for one strip of B's columns after the other (n wider than the tile).
+
+    Inlined, as ``resident_strip``: a stack of float64 16x16x16 products calling it once a
+    product took 30 % longer (masks and row offsets computed again for every product).
+    """
+    nr = tile_cols(resident, a)
+    for j in range(0, n, nr):
+        resident_strip(resident, m, min(nr, n - j), k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + j, rs_b,
+                       c, c_off + j * cs_c, rs_c, cs_c, scratch)
+
+
+@njit(cache=True)
+def gemm_unpacked(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
+    rs_c, cs_c, kc, scratch, sums,
+):
+    """C = alpha*A.B + beta*C without packing the operands whole (requires m, n, k >= 1).
+
+    B's rows must be contiguous (``cs_b == 1``), or its columns for few rows
+    (m <= STREAM_ROWS: ``stream_tiles`` packs it on the fly), or n == 1.
+    ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming
+    paths.  A matrix times a vector whose rows are contiguous along k (``W @
+    x``, ``x @ W.T``) takes ``dot_rows``.
+    """
+    choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    if choice == DOTS_OF_A_ROWS:
+        dot_rows(gemv, m, k, alpha, beta, b, b_off, rs_b, a, a_off, rs_a, c, c_off, rs_c, kc, sums)
+    elif choice == DOTS_OF_B_COLUMNS:
+        dot_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, cs_b, c, c_off, cs_c, kc, sums)
+    elif choice == TRANSPOSING_STREAM:
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+                     c, c_off, rs_c, cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+    elif choice == RESIDENT_TILE:
+        resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+    elif choice == NARROW_TILE:
+        unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+    elif choice == FEW_TILE:
+        # cs_b (== 1) and fetch (False) as run-time values, as in the call above: one compiled
+        # stream_tiles for both (literals would compile another).
+        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+                     sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+    elif choice == GEMV_TILE:
+        gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
+    else:
+        main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
+                   cs_c, kc, sums, scratch)
+
+
+@njit(cache=True)
+def gemm_unpacked_stack(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, cs_b,
+    c, offsets_c, rs_c, cs_c, kc, scratch, sums,
+):
+    """``gemm_unpacked`` for each product of a stack (``offsets_*``: where each matrix starts).
+
+    For the resident tile, the tile and the compiled loop for the strides are
+    chosen once per stack, not once per product (saving ~10 ns of a ~100 ns
+    float32 16x16x16 product); for one strip of B in the common layout the loop
+    over products holds ``resident_strip`` inlined.  The main tile is chosen once
+    per stack too (saving 8 % of a stack of 1000 float32 16x16x16 products, AVX2).
+    """
+    count = offsets_c.shape[0]
+    choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    if choice == MAIN_TILE:
+        for t in range(count):
+            main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
+                       cs_b, c, offsets_c[t], rs_c, cs_c, kc, sums, scratch)
+        return
+    if choice == RESIDENT_TILE:
+        if cs_c == 1 and cs_a == 1 and n <= tile_cols(resident, a):
+            for t in range(count):
+                resident_strip(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
+                               c, offsets_c[t], rs_c, 1, scratch)
+        elif cs_c == 1 and cs_a == 1:
+            for t in range(count):
+                resident_strips(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
+                                c, offsets_c[t], rs_c, 1, scratch)
+        else:
+            for t in range(count):
+                resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
+                               c, offsets_c[t], rs_c, cs_c, scratch)
+        return
+    for t in range(count):
+        gemm_unpacked(
+            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a,
+            b, offsets_b[t], rs_b, cs_b, c, offsets_c[t], rs_c, cs_c, kc, scratch, sums,
+        )
+
+
+@njit(cache=True, inline="always")
+def main_tiles(
+    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+    sums, scratch,
+):
+    """The main tile's loops, with smaller tiles on C's edges where it would mostly compute padding.
+
+    A last column strip no wider than the narrow tile goes to the narrow tile
+    (one vector: 100 columns were four 32-column strips, the last with 4 live
+    columns, a third more FMAs than useful), and the last rows to the few-rows
+    tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
+    a third fewer does not pay for the stream (AVX2, float32, one thread: the main
+    tile on 4 edge rows takes 0.83-0.92 of the few-rows stream's time).  Edge rows at
+    most as many as the few tile's take its direct loops, with fewer padding rows: the
+    main tile's 4 live rows of 6 cost more than a full tile (a stack of 1000 float32
+    16x16x16: 178 µs with the direct loops against 207, where 12x16x16, no edge, takes
+    118); 1 to 3 edge rows gain 5-9 %.
+    Every element is still the FMA chain of its KC block in increasing k: the
+    bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
+
+    Inlined with ``unpacked_tiles`` into their callers: in a stack's loop over
+    products the edge decisions and the tiles' setup are then made once, not once
+    per product (a stack of 1000 float32 16x16x16 products 9 % faster, AVX2).
+    """
+    nr = tile_cols(shape, a)
+    mr = tile_rows(shape)
+    main_cols = n
+    edge_cols = n % nr
+    if n > nr and edge_cols <= tile_cols(narrow, a) and edge_cols > 0:
+        main_cols = n - edge_cols
+        unpacked_tiles(narrow, m, edge_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
+                       c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+    main_rows = m
+    edge_rows = m % mr
+    few_saves_half = 2 * padded_fmas(few, edge_rows, main_cols, a) <= padded_fmas(shape, edge_rows, main_cols, a)
+    if m > mr and edge_rows > 0 and few_saves_half:
+        main_rows = m - edge_rows
+        # cs_b and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
+        stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+                     rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
+                     fetches_ahead(few, a, main_cols, k, cs_b))
+    elif m > mr and edge_rows <= tile_rows(few) and main_cols % tile_cols(few, a) == 0:
+        # At most as many edge rows as the few-rows tile has: its direct loops, with fewer
+        # padding rows.
+        main_rows = m - edge_rows
+        unpacked_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+                       rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
+    unpacked_tiles(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
+                   cs_c, kc, scratch)
+
+
+@njit(cache=True, inline="always")
+def unpacked_tiles(
+    shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
+):
+    """PC, JR, IR loops over the tiles of ``shape``, each from the unpacked operands
+    (inlined: see ``main_tiles``)."""
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, a)
+    for pc in range(0, k, kc):  # PC: the same KC blocks as the blocked driver
+        depth = min(kc, k - pc)
+        mode = merge_mode(pc, beta)
+        for jr in range(0, n, nr):
+            for ir in range(0, m, mr):
+                direct_microkernel(
+                    shape, depth,
+                    a, a_off + ir * rs_a + pc * cs_a, rs_a, cs_a,
+                    b, b_off + pc * rs_b + jr, rs_b,
+                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
+                    min(mr, m - ir), min(nr, n - jr),
+                    alpha, beta, mode, scratch,
+                )

@@ -1,0 +1,99 @@
+"""The compiled entry points, each with the roles of its arguments (``entry.Entry``).
+
+One entry per driver and way in, its arguments declared by name and kind in the jitted
+function's parameter order (``Entry`` checks the names against the function);
+``Entry.get(kernel, dtype)`` compiles (or loads) it for one kernel and dtype, with its
+arguments typed by kind.
+"""
+
+from __future__ import annotations
+
+from ..drivers.batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry, small_stack_entry
+from ..drivers.blocked import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
+from ..drivers.parallel import (
+    parallel_entry,
+    prepacked_parallel_entry,
+    prepacked_rows_parallel,
+    unpacked_parallel_entry,
+)
+from ..drivers.unpacked import unpacked_entry, vector_entry
+from .entry import Entry
+
+BLOCKED = Entry(
+    gemm_entry,
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", mc="int", nc="int",
+    kc="int", abuf="buffer", bbuf="buffer", scratch="buffer",
+)
+UNPACKED = Entry(
+    unpacked_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident", kc="int",
+    scratch="int", sums="int", max_volume="int", min_stream="int", few_rows="int", small_only="bool",
+    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out",
+)
+VECTOR = Entry(
+    vector_entry,
+    gemv="gemv", lane_sums="bool", alpha="scalar", beta="scalar", vec="vector", mat="matrix", c="out_vector",
+    kc="int", sums="buffer", rows_of_mat="bool",
+)
+PARALLEL = Entry(
+    parallel_entry,
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", mc="int", nc="int",
+    kc="int", shared_rows="int", workers="int", abuf="buffer", bbuf="buffer", scratch="buffer",
+    counter="counter", log_b="log", log_rows="log",
+)
+PACK = Entry(pack_entry, shape="shape", b="matrix", nc="int", kc="int", buf="buffer")
+PREPACKED = Entry(
+    prepacked_entry,
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", mc="int",
+    nc="int", kc="int", abuf="buffer", bbuf="buffer", scratch="buffer",
+)
+PREPACKED_ROWS = Entry(
+    prepacked_rows_entry,
+    tile="panel_rows", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", nc="int",
+    kc="int", nr="int", scratch="buffer",
+)
+PREPACKED_PARALLEL = Entry(
+    prepacked_parallel_entry,
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", mc="int",
+    nc="int", kc="int", workers="int", abuf="buffer", scratch="buffer", counter="counter",
+)
+PREPACKED_ROWS_PARALLEL = Entry(
+    prepacked_rows_parallel,
+    tile="panel_rows", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", nc="int",
+    kc="int", nr="int", workers="int", scratch="buffer", counter="counter",
+)
+UNPACKED_PARALLEL = Entry(
+    unpacked_parallel_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
+    alpha="scalar", beta="scalar", one="scalar", zero="scalar", a="matrix", b="matrix", c="out", kc="int",
+    workers="int", scratch="buffer", sums="buffer", partial="buffer", counter="counter",
+)
+BATCHED = Entry(
+    batch_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
+    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", offsets_a="offsets", offsets_b="offsets",
+    offsets_c="offsets", unpacked="bool", mc="int", nc="int", kc="int", abuf="buffer", bbuf="buffer",
+    scratch="buffer", sums="buffer",
+)
+SMALL_STACK = Entry(
+    small_stack_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident", kc="int",
+    scratch="int", sums="int", max_volume="int", min_stream="int", few_rows="int", parallel_volume="int",
+    alpha="scalar", beta="scalar", workers="int", a="stack", b="stack", c="out_stack", offsets_a="offsets",
+    offsets_b="offsets", offsets_c="offsets",
+)
+BATCH_TASKS = Entry(
+    batch_tasks_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
+    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", offsets_a="offsets", offsets_b="offsets",
+    offsets_c="offsets", unpacked="bool", mc="int", nc="int", kc="int", workers="int", abuf="buffer",
+    bbuf="buffer", scratch="buffer", sums="buffer", counter="counter",
+)
+BATCH_EACH_PARALLEL = Entry(
+    batch_each_parallel_entry,
+    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
+    alpha="scalar", beta="scalar", one="scalar", zero="scalar", a="matrix", b="matrix", c="out",
+    offsets_a="offsets", offsets_b="offsets", offsets_c="offsets", unpacked="bool", mc="int", nc="int",
+    kc="int", shared_rows="int", workers="int", abuf="buffer", bbuf="buffer", scratch="buffer", sums="buffer",
+    partial="buffer", counter="counter", log_b="log", log_rows="log",
+)

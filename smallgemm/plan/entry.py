@@ -1,0 +1,125 @@
+"""Compiled entry points called without Numba's per-call type dispatch.
+
+Numba's dispatcher types every argument on every call (~3 us for a TileShape,
+~0.1 us per array).  Each entry is instead compiled once per (kernel, dtype)
+for arrays of *any* layout (Numba's 'A' layout) and its native entry point is
+called directly: one specialisation covers C-, F- and arbitrarily strided
+operands, which also keeps cold compile time down.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from types import MappingProxyType
+
+import numpy as np
+from numba import from_dtype, types
+
+from ..simd import TileShapeType
+
+KINDS = frozenset({
+    "shape", "narrow", "few", "gemv", "resident", "panel_rows", "scalar", "matrix", "out", "stack", "out_stack",
+    "vector", "out_vector", "buffer", "int", "bool", "offsets", "counter", "log",
+})
+"""The kinds an argument may be declared as (the keys of ``_argument_types``'s table)."""
+
+
+def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
+    scalar = from_dtype(dtype)
+    table = {
+        "shape": TileShapeType(kernel.shape),
+        "narrow": TileShapeType(kernel.narrow),
+        "few": TileShapeType(kernel.few),
+        "gemv": TileShapeType(kernel.gemv),
+        "resident": TileShapeType(kernel.resident),
+        "panel_rows": TileShapeType(kernel.panel_rows()),
+        "scalar": scalar,
+        "matrix": types.Array(scalar, 2, "A", readonly=True),
+        "out": types.Array(scalar, 2, "A"),
+        "stack": types.Array(scalar, 3, "A", readonly=True),
+        "out_stack": types.Array(scalar, 3, "A"),
+        "vector": types.Array(scalar, 1, "A", readonly=True),
+        "out_vector": types.Array(scalar, 1, "A"),
+        "buffer": types.Array(scalar, 1, "C"),
+        "int": types.int64,
+        "bool": types.boolean,
+        "offsets": types.Array(types.int64, 1, "C", readonly=True),
+        "counter": types.Array(types.int64, 1, "C"),
+        "log": types.Array(types.int64, 1, "C"),
+    }
+    return tuple(table[k] for k in kinds)
+
+
+class Entry:
+    """One jitted entry function and its arguments' roles: each argument by name, with its kind.
+
+    Declared as ``Entry(dispatcher, name=kind, ...)``, the names exactly the jitted function's
+    parameters in order (checked against ``dispatcher.py_func``'s signature, so a declaration
+    cannot drift from its function); ``roles`` is that ordered name -> kind mapping and ``kinds``
+    the kinds alone, in order, from which each (kernel, dtype)'s specialisation is typed.  The
+    compiled entry point is called positionally, in the same order.
+
+    Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
+    ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``scalar`` (of the dtype),
+    ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
+    ``stack`` / ``out_stack`` (3-D input / output, any layout),
+    ``vector`` / ``out_vector`` (1-D input / output, any stride),
+    ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
+    (1-D contiguous int64 array), ``counter`` / ``log`` (1-D contiguous int64 arrays written to).
+    """
+
+    def __init__(self, dispatcher, /, **roles: str):
+        func = dispatcher.py_func
+        name = f"{func.__module__}.{func.__qualname__}"
+        parameters = inspect.signature(func).parameters.values()
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        others = [p.name for p in parameters if p.kind not in positional]
+        if others:
+            raise TypeError(f"entry {name}: parameters {others} cannot be passed positionally")
+        _check_names(name, tuple(roles), tuple(p.name for p in parameters))
+        unknown = {arg: kind for arg, kind in roles.items() if kind not in KINDS}
+        if unknown:
+            raise TypeError(f"entry {name}: unknown kinds {unknown}; known: {sorted(KINDS)}")
+        self.dispatcher = dispatcher
+        self.roles = MappingProxyType(dict(roles))
+        self.kinds = tuple(roles.values())
+        self._compiled: dict = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{arg}={kind!r}" for arg, kind in self.roles.items())
+        return f"Entry({self.dispatcher.py_func.__qualname__}, {args})"
+
+    def ready(self, kernel, dtype: np.dtype) -> bool:
+        """Whether this kernel and dtype's entry point was compiled (or loaded) already."""
+        return (kernel.name, dtype.char) in self._compiled
+
+    def get(self, kernel, dtype: np.dtype):
+        """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
+        key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time argument
+        fn = self._compiled.get(key)
+        if fn is None:
+            with self._lock:  # compile (or load from the cache) once, even under threads
+                fn = self._compiled.get(key)
+                if fn is None:
+                    fn = self._compiled[key] = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
+        return fn
+
+
+def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, ...]) -> None:
+    """TypeError unless the declared argument names are the function's parameters, in order."""
+    if declared == parameters:
+        return
+    missing = [p for p in parameters if p not in declared]
+    extra = [d for d in declared if d not in parameters]
+    if missing or extra:
+        detail = f"not declared: {missing}; not parameters: {extra}"
+    else:
+        at = next(i for i, (d, p) in enumerate(zip(declared, parameters)) if d != p)
+        detail = (f"out of order from position {at}: "
+                  f"{declared[at]!r} declared, {parameters[at]!r} in the function")
+    raise TypeError(
+        f"entry {entry}: declared arguments ({', '.join(declared)}) are not the function's parameters "
+        f"({', '.join(parameters)}): {detail}"
+    )

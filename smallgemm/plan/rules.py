@@ -1,0 +1,270 @@
+"""The plan's rules and limits: which products skip packing, turn over, or use threads.
+
+These are the fit rules the strategy table (``strategies``) reads, and the limits
+they compare with; and the block sizes in force for each kernel and dtype (the
+defaults of ``blocking``, a tuned configuration, or ``set_block_sizes``).
+Operands arrive as 2-D views of one float dtype (a transpose is a view), C does
+not overlap A or B; the public API has checked all of that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+import numpy as np
+
+from ..drivers.unpacked import L1_SET_PERIOD_BYTES
+from ..kernels import KERNELS, Kernel, KernelConfig
+from ..kernels.shared import TASKS_PER_WORKER
+from . import blocking, dispatch
+
+# Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
+# 14 rows of A a direct tile reads at once then evict each other (float32
+# 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21).
+ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
+# Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
+DEPTHS_REMEMBERED = 64
+
+# Configurations overriding a kernel's own, by kernel name (``override_config``).
+_config_overrides: dict[str, KernelConfig] = {}
+
+
+def config_of(kernel: Kernel) -> KernelConfig:
+    """The tuning values in force for ``kernel``: its configuration, or an override."""
+    return _config_overrides.get(kernel.name, kernel.config)
+
+
+@contextlib.contextmanager
+def override_config(kernels: Iterable[Kernel] = KERNELS, **changes):
+    """Inside a with block, ``kernels``' configurations with ``changes`` (``KernelConfig``
+    field names), for experiments and tests that force a path.  The prepared states are
+    rebuilt on entry and on exit, so no call keeps a value from before."""
+    kept = dict(_config_overrides)
+    with _config_lock:
+        for kernel in kernels:
+            _config_overrides[kernel.name] = replace(config_of(kernel), **changes)
+        _block_sizes.clear()
+        _bump_version()
+    try:
+        yield
+    finally:
+        with _config_lock:
+            _config_overrides.clear()
+            _config_overrides.update(kept)
+            _block_sizes.clear()
+            _bump_version()
+
+
+# Block sizes in force, by (kernel name, dtype char).
+_block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
+# A tuned configuration is applied once, before block sizes are first read or
+# set (an explicit set_block_sizes then wins over it).  The loader is registered
+# by the package (smallgemm.tune.record.apply_config): the plan does not reach
+# up into the tuner.
+_config_loader: Callable[[], None] | None = None
+_config_lock = threading.RLock()  # re-entered by the loader's own set_block_sizes
+_config_applied = False
+_config_loading = False
+
+
+def set_config_loader(loader: Callable[[], None] | None) -> None:
+    """Register the function that applies a tuned configuration before first use."""
+    global _config_loader, _config_applied
+    with _config_lock:
+        _config_loader = loader
+        _config_applied = False
+
+
+def _apply_config_once() -> None:
+    global _config_applied, _config_loading
+    if _config_applied:
+        return
+    with _config_lock:  # other threads wait until the configuration is in force
+        if _config_applied or _config_loading or _config_loader is None:
+            return
+        _config_loading = True
+        try:
+            _config_loader()  # a corrupt file raises here, and again on the next call
+            _config_applied = True
+        finally:
+            _config_loading = False
+
+
+def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
+    """Block sizes in force for this kernel and dtype (a numpy dtype object)."""
+    _apply_config_once()
+    key = (kernel.name, dtype.char)
+    sizes = _block_sizes.get(key)
+    if sizes is None:
+        sizes = _block_sizes[key] = blocking.default(kernel, dtype, config=config_of(kernel))
+    return sizes
+
+
+_version = 0  # bumped whenever block sizes change: prepared states are rebuilt
+
+
+# Bumped by every change a call's prepared state depends on: block sizes (with _version),
+# the kernel in force or batch invariance (which leave the states valid: switching back
+# and forth rebuilds none).  ``current_prepared`` then looks the state up again.
+_generation = 0
+
+
+def _bump_version() -> None:
+    global _version, _generation
+    _version += 1
+    _generation += 1
+
+
+def _kernel_changed() -> None:
+    global _generation
+    _generation += 1
+
+
+dispatch.on_change(_kernel_changed)
+
+
+def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
+    """Override (or, with None, reset) the block sizes of one kernel and dtype."""
+    _apply_config_once()
+    dtype = np.dtype(dtype)
+    key = (kernel.name, dtype.char)
+    if sizes is None:
+        _block_sizes.pop(key, None)
+        _bump_version()
+        return
+    sizes.check(kernel.mr(), kernel.nr(dtype))
+    _block_sizes[key] = sizes
+    _bump_version()
+
+def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
+    """Whether a C at most half as wide as the narrow tile is computed turned over.
+
+    With 2-8 float32 columns (2-4 float64) the narrow tile computes 16 (8)
+    lanes for each row; turned over (C^T = B^T A^T), the product is a few rows
+    (n) times A^T, whose columns are A's contiguous rows: the stream packs
+    them a strip at a time with in-register transposes (``x @ W.T``) and its
+    few-rows tile computes no padding for 4 rows.  On AVX-512, one thread, turned
+    over ran float32 n = 2-4 1.10-1.6x as fast as the narrow tile, but lost on a small
+    or shallow A (``1000x4x8`` 0.47x) and on wider C (float32 n = 12, float64
+    n = 6-8; docs/performance.md).  A needs more than
+    ``few_rows_max`` rows (they become the turned columns), ``turned_narrow_min_depth``
+    columns and ``turned_narrow_min_a`` elements (float64: 2^17, where it won).
+    """
+    k = a.shape[1]
+    return (
+        1 < n and 2 * n <= narrow_cols and m > config.few_rows_max and k >= config.turned_narrow_min_depth
+        and m * k >= config.turned_narrow_min_a.of(a.itemsize) and a.strides[1] == a.itemsize
+    )
+
+
+def turned_few_rows(kernel: Kernel, config: KernelConfig, dtype: np.dtype) -> tuple[int, ...]:
+    """The few rows (m) of ``x @ W.T`` computed turned over on ``kernel`` (``_turns_few_rows``).
+
+    Float32: as many as one strip of the narrow or the main tile holds; other m leave
+    lanes of the strip empty and lose to the transposing stream.  Float64: any m from 2
+    to two main strips, whose stream is the slower one (AVX2, one thread, W [2048,512]:
+    float64 m = 2 346 µs turned over against 500 streamed, m = 24 1291 against 1566, but
+    m = 32 lost; the portable kernel alike; docs/performance.md).
+    """
+    if not config.turned_few_rows:
+        return ()
+    narrow, main = kernel.narrow.cols(dtype.itemsize), kernel.nr(dtype)
+    if dtype.itemsize == 8:
+        return tuple(range(2, 2 * main + 1))
+    return (narrow, main)
+
+
+def _turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
+    """Whether a few-rows product with B's columns contiguous (``x @ W.T``, W stored
+    [N, K]) is computed turned over: C^T = W x^T, x^T copied to contiguous rows.
+
+    The few-rows stream packs W a strip at a time with in-register transposes.
+    Turned over, W's contiguous rows are the A of the unpacked driver, read in
+    place, and x^T is a B a tile strip or two wide, where m is in ``turned_rows``
+    (``turned_few_rows``): no transpose, one broadcast element of W per row of the
+    tile and step.  Float32 m that leave lanes of a strip empty lose (m = 4 and 12
+    on the AVX2 kernel, below); W must have more than ``few_rows_max`` rows.  Each
+    element is the same chain of FMAs either way: the same bits.
+    AVX2 (strips of 8 and 16 float32, 4 and 8 float64), one thread, W [2048,512]:
+    float32 m = 8 252 µs turned over against 354 streamed, but m = 4, 12 and 32 lose;
+    the portable kernel gains alike (docs/performance.md).
+    """
+    m, n = a.shape[0], b.shape[1]
+    size = b.itemsize
+    return m in turned_rows and m <= config.few_rows_max < n and b.strides[0] == size and b.strides[1] != size
+
+
+def _oriented(config: KernelConfig, a, b, c, narrow_cols):
+    """(a, b, c, swapped): the problem turned the way the kernels read it best.
+
+    The kernel writes rows of C with vector stores: for a C whose columns are
+    contiguous, compute C^T = B^T A^T instead (BLIS does the same).  And a C
+    with few columns from an A stored transposed (``x.T @ g``, the weight
+    gradient of a small output layer) is a few-rows product turned over: its
+    rows of B^T = x are contiguous and stream, where the tiles of the
+    untransposed problem walk down A one row stride per k
+    (``x.T @ g``, x [256,2048], g [256,10], one thread: ~3x faster turned over);
+    so is a C narrower than half the narrow tile (``_turns_narrow``).  Each
+    element is the same chain of FMAs either way (a product does not depend
+    on its operands' order), so the bits do not change.
+    """
+    size = c.itemsize
+    if c.strides[1] != size and c.strides[0] == size:
+        return b.T, a.T, c.T, True
+    m, n = c.shape
+    if n <= config.few_rows_max < m and a.strides[0] == size and a.strides[1] != size:
+        return b.T, a.T, c.T, True
+    if _turns_narrow(config, m, n, a, narrow_cols):
+        return b.T, a.T, c.T, True
+    return a, b, c, False
+
+
+def _use_unpacked(
+    config: KernelConfig, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int,
+    one_thread_volume: int,
+) -> bool:
+    """Unpacked when packing B whole costs more than it saves.
+
+    With B's rows contiguous: small products, few rows, or n within the narrow
+    tile (a packed tile would mostly compute padding); on one thread, mid-size
+    products too, up to ``one_thread_volume`` multiply-adds
+    (the configuration's ``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
+    (``x @ W.T``): few rows, B packed on the fly a strip at a time.  A matrix with
+    contiguous rows times one column (``W @ x``): row dots.
+    """
+    size = a.itemsize
+    if n == 1 and a.strides[1] == size:
+        return True
+    if b.strides[1] == size:
+        volume = m * n * k
+        if volume <= config.unpacked_max_volume.of(size) or m <= config.few_rows_max or n <= narrow_cols:
+            return True
+        return (
+            volume <= one_thread_volume and k <= kc and a.strides[1] == size
+            and a.strides[0] % ALIASED_ROW_BYTES != 0 and b.strides[0] % ALIASED_ROW_BYTES != 0
+        )
+    return m <= config.few_rows_max and b.strides[0] == size
+
+
+def _each_on_all_workers(
+    config: KernelConfig, count: int, m: int, n: int, k: int, unpacked: bool, workers: int, dtype: np.dtype
+) -> bool:
+    """Whether a stack's products should each use every worker, one after the other,
+    rather than be shared out whole: for products that would be parallel alone (the
+    thresholds of ``run``) and too few to share out evenly (two on three workers,
+    three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
+    as lone products)."""
+    return (worth_threads(config, m, n, k, unpacked, dtype) and count < TASKS_PER_WORKER * workers
+            and count % workers != 0)
+
+
+def worth_threads(config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
+    """Whether one product is worth splitting between threads: enough multiply-adds, or
+    (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
+    streamed = k * (m if n == 1 else n)
+    return (m * n * k >= config.parallel_min_volume.of(dtype.itemsize)
+            or (unpacked and streamed >= config.parallel_min_stream))
+

@@ -1,0 +1,218 @@
+"""Run a product on the entry a strategy names: the serial and parallel runners.
+
+Each runner takes a thread's prepared state (``prepared``) and the operands the
+strategy table (``strategies``) placed, fetches the workspace for the worker count
+and calls one compiled entry (``entries``).  A parallel runner runs only while no
+other parallel product does (``in_parallel``); the caller then runs the serial one.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..drivers.parallel import NO_LOG
+from ..kernels import Kernel
+from ..machine import threads
+from . import blocking, entries, prepared, rules, workspace
+
+# One parallel product at a time: Numba's workqueue layer cannot launch two at
+# once, and two products each using every core would oversubscribe them.  A
+# call that finds the workers busy runs on its own thread (same bits).
+_parallel_lock = threading.Lock()
+
+
+def scale(c: np.ndarray, beta: float) -> None:
+    if beta == 0:
+        c[...] = 0  # BLAS rule: C is not read when beta == 0 (NaN must not leak)
+    elif beta != 1:
+        np.multiply(c, beta, out=c)
+
+
+
+def in_parallel(run_parallel_path, *args) -> bool:
+    """Run ``run_parallel_path(*args)`` if no other parallel product is running; True if it ran."""
+    if not _parallel_lock.acquire(blocking=False):
+        return False
+    try:
+        run_parallel_path(*args)
+    finally:
+        _parallel_lock.release()
+    return True
+
+
+
+def run_unpacked(prep, alpha, beta, a, b, c) -> None:
+    """The unpacked product on the caller's thread."""
+    prep.unpacked(False, prep.scalar(alpha), prep.scalar(beta), a, b, c)
+
+
+def run_blocked(prep, alpha, beta, a, b, c) -> None:
+    """The blocked product (five loops, A and B packed) on the caller's thread."""
+    ws = prep.workspace
+    sizes = prep.sizes_for_depth(a.shape[1])
+    prep.blocked(
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) -> None:
+    """The unpacked product on ``workers`` workers, with split-K when columns are too few."""
+    m, k = a.shape
+    n = b.shape[1]
+    kc = prep.sizes.kc
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    entries.UNPACKED_PARALLEL.get(kernel, dtype)(
+        *prep.tiles, prep.scalar(alpha), prep.scalar(beta),
+        prep.one, prep.zero,
+        a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(prep, m, n, k, kc), ws.counter,
+    )
+
+
+# An empty split-K buffer per dtype char, for calls that have none to give.
+_NO_PARTIAL = {"f": np.empty(0, np.float32), "d": np.empty(0, np.float64)}
+
+
+def _split_k_room(prep, m: int, n: int, k: int, kc: int) -> np.ndarray:
+    """Room for the split-K partial sums of an unpacked product (one slice per KC block),
+    or an empty array when k is one block or the slices would be too large."""
+    k_blocks = -(-k // kc)
+    elements = k_blocks * m * n
+    return np.empty(elements if 1 < k_blocks and elements <= prep.config.split_k_max_elements else 0, prep.dtype)
+
+
+def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
+    """The blocked product on ``workers`` workers (``log_*``: the tests' task-recording hook)."""
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    sizes = prep.sizes_for_depth(a.shape[1])
+    entries.PARALLEL.get(kernel, dtype)(
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
+        workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
+    )
+
+
+
+def run_batch_serial(prep, a, b, c, offsets, unpacked, sizes) -> None:
+    """A stack's products one after the other on the caller's thread."""
+    ws = prep.workspace
+    prep.batched(
+        *prep.tiles, prep.one, prep.zero, a, b, c, *offsets, unpacked,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
+    )
+
+
+def run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
+    """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, private_b=True)
+    entries.BATCH_TASKS.get(kernel, dtype)(
+        *prep.tiles, prep.one, prep.zero, a, b, c, *offsets, unpacked,
+        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, ws.counter,
+    )
+
+
+def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
+    """A stack's products, each in turn on ``workers`` workers (the parallel driver a lone
+    product takes, with its split-K room when unpacked)."""
+    ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
+    partial = _split_k_room(prep, a.shape[0], b.shape[1], a.shape[1], sizes.kc) if unpacked else _NO_PARTIAL[dtype.char]
+    one, zero = prep.one, prep.zero
+    entries.BATCH_EACH_PARALLEL.get(kernel, dtype)(
+        *prep.tiles, one, zero, one, zero, a, b, c, *offsets, unpacked,
+        sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, partial,
+        ws.counter, NO_LOG, NO_LOG,
+    )
+
+
+def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
+    """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
+    small matrices: ``unpacked.unpacked_entry`` with ``small_only``).  A, B and C are 2-D
+    arrays of one float dtype (nothing else is checked here: the entry would read another
+    dtype's memory as this one's).  Returns SMALL_DONE, SMALL_PLANNED (a
+    valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
+    says what is wrong: mismatched shapes or part-element strides; or, before any product
+    has needed the unpacked entry, any product: see ``_FirstSmall``).  ``dtype``: theirs."""
+    local = prepared._local  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
+    prep = local.last if local.generation == rules._generation else None
+    if prep is None or prep.dtype is not dtype:
+        prep = prepared.current_prepared(dtype)
+    return prep.small(a, b, c)
+
+
+def run_small_scaled(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray, dtype: np.dtype) -> int:
+    """C = alpha*A.B + beta*C if it is a small product: ``run_small`` with alpha and beta
+    (gemm's way in for small matrices; beta == 0 never reads C).  Same arguments and
+    answers as ``run_small``."""
+    prep = prepared.current_prepared(dtype)
+    return prep.small_scaled(prep.scalar(alpha), prep.scalar(beta), a, b, c)
+
+
+def run_small_stack(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a: np.ndarray, offsets_b: np.ndarray, offsets_c: np.ndarray,
+    dtype: np.dtype,
+) -> int:
+    """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
+    stack not worth the threads, deciding so in compiled code (``batched.small_stack_entry``).
+    a, b, c: 3-D arrays of one float dtype, a and b with matching shapes and whole-element
+    strides; ``offsets_*``: each matrix's first element.  Returns SMALL_DONE, SMALL_PLANNED
+    with nothing computed (a valid stack for ``run_batch``), or SMALL_REFUSED with nothing
+    computed (for the caller's general path: a C of another shape, part-element strides or
+    overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
+    unpacked one, any stack: see ``_FirstSmall``).  ``dtype``: theirs."""
+    prep = prepared.current_prepared(dtype)
+    return prep.small_stack(threads.workers(), a, b, c, offsets_a, offsets_b, offsets_c)
+
+
+def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:
+    """c = mat @ v (``rows_of_mat``) or c = v @ mat on one thread, for callers that
+    checked it applies: 1-D v and c, one dtype, mat's rows contiguous, m, n, k >= 1.
+    matmul's way in for a matrix and a vector, with none of the 2-D views."""
+    prep = prepared.current_prepared(c.dtype)
+    prep.vector(
+        prep.gemv, prep.lane_sums, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat
+    )
+
+
+def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
+    """Pack all of ``b`` (k x n, one float dtype, whole-element strides) into ``data``
+    in the layout the prepacked drivers read (``driver.packed_slice``)."""
+    entries.PACK.get(kernel, b.dtype)(kernel.shape, b, sizes.nc, sizes.kc, data)
+
+
+def run_prepacked(prep, alpha, a, packed, beta, c, few) -> None:
+    """The prepacked product on the caller's thread: for ``few`` rows (fewer than MR) the
+    packed panels streamed past the rows, else the blocked loops with B already packed."""
+    kernel, ws, sizes = prep.kernel, prep.workspace, prep.sizes
+    n = packed.shape[1]
+    if few:
+        entries.PREPACKED_ROWS.get(kernel, prep.dtype)(
+            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
+            sizes.nc, sizes.kc, kernel.nr(prep.dtype), ws.scratch,
+        )
+        return
+    sizes = prep.sizes_for_depth(a.shape[1])
+    entries.PREPACKED.get(kernel, prep.dtype)(
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
+        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+    )
+
+
+def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, workers, few) -> None:
+    """The prepacked product on ``workers`` workers: groups of B panels as tasks for
+    ``few`` rows, the row-block tasks of the parallel driver otherwise."""
+    sizes = prep.sizes
+    n = packed.shape[1]
+    ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
+    if few:
+        entries.PREPACKED_ROWS_PARALLEL.get(kernel, dtype)(
+            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
+            sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
+        )
+        return
+    sizes = prep.sizes_for_depth(a.shape[1])
+    entries.PREPACKED_PARALLEL.get(kernel, dtype)(
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
+        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,
+    )
+

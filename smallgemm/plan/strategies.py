@@ -1,0 +1,296 @@
+"""The strategy table: every way smallgemm computes a product, in order; the first row that fits wins.
+
+A row has a name, its fit rule (in words for ``explain``, and as a predicate over
+a ``Problem``), the rule for using the threads, and a serial and a parallel
+runner (``runners``).  Three tables, one per kind of call:
+
+- ``PRODUCT``: one 2-D product C = alpha*A.B + beta*C;
+- ``PREPACKED``: the same with B packed ahead (``pack``);
+- ``STACK``: a stack of products of one shape, composed over ``PRODUCT``'s
+  choice between the unpacked and the blocked drivers.
+
+The compiled small ways in (``runners.run_small``, ``run_small_stack``) compute in
+compiled code, without a table lookup, the small products that
+``unpacked.small_product_route`` accepts; each of those is a product this table
+places on an unpacked row (``tests/test_strategies.py`` checks it).  No row
+changes a bit: every element is the same chain of FMAs on every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM, unpacked_form
+from ..machine import threads
+from . import prepared, rules, runners
+
+
+class Problem:
+    """One call's operands and what the rules derive from them, each derived once, on
+    demand (a product of ~50 us spends ~1 us here: no cached_property descriptors)."""
+
+    __slots__ = ("alpha", "beta", "a", "b", "c", "m", "n", "k", "workers", "offsets", "dtype", "swapped", "turned",
+                 "_prep", "_oriented", "_unpacked", "_form")
+
+    def __init__(self, alpha, a, b, beta, c, workers: int, offsets=None):
+        self.alpha, self.beta, self.a, self.b, self.c = alpha, beta, a, b, c
+        self.m, self.k = a.shape
+        self.n = c.shape[1]
+        self.workers = workers
+        self.offsets = offsets  # a stack's (offsets_a, offsets_b, offsets_c), else None
+        self.dtype = c.dtype
+        self.swapped = self.turned = self._oriented = False
+        self._prep = self._unpacked = self._form = None
+
+    @property
+    def prep(self):
+        """This thread's prepared state for the dtype (``prepared.current_prepared``)."""
+        prep = self._prep
+        if prep is None:
+            prep = self._prep = prepared.current_prepared(self.dtype)
+        return prep
+
+    def orient(self) -> None:
+        """Turn the problem the way the kernels read it best (``rules._oriented``), once."""
+        if self._oriented:
+            return
+        self._oriented = True
+        self.a, self.b, self.c, self.swapped = rules._oriented(self.prep.config, self.a, self.b, self.c,
+                                                                  self.prep.narrow_cols)
+        if self.swapped:
+            self.m, self.n = self.n, self.m
+            if self.offsets is not None:
+                offsets_a, offsets_b, offsets_c = self.offsets
+                self.offsets = (offsets_b, offsets_a, offsets_c)
+
+    @property
+    def unpacked(self) -> bool:
+        """Whether the unpacked driver computes it (``rules._use_unpacked``)."""
+        unpacked = self._unpacked
+        if unpacked is None:
+            unpacked = self._unpacked = self.turned or self._use_unpacked()
+        return unpacked
+
+    def _use_unpacked(self) -> bool:
+        self.orient()
+        prep, m, n, k = self.prep, self.m, self.n, self.k
+        if self.offsets is None:
+            one_thread = self.workers == 1 or not rules.worth_threads(prep.config, m, n, k, True, self.dtype)
+        else:
+            one_thread = self.workers == 1
+        return rules._use_unpacked(prep.config, m, n, k, self.a, self.b, prep.narrow_cols, prep.sizes.kc,
+                                  prep.one_thread_volume if one_thread else 0)
+
+    @property
+    def form(self) -> int:
+        """The unpacked driver's way for this layout (``unpacked.unpacked_form``)."""
+        form = self._form
+        if form is None:
+            size = self.a.itemsize
+            form = self._form = unpacked_form(self.m, self.n, self.a.strides[1] // size, self.b.strides[0] // size,
+                                              self.b.strides[1] // size)
+        return form
+
+    def replay(self, swapped: bool, turned: bool) -> None:
+        """Turn the problem as ``orient`` and ``turn_few_rows`` did for the same key (``run``)."""
+        self._oriented = True
+        if swapped:
+            self.a, self.b, self.c, self.swapped = self.b.T, self.a.T, self.c.T, True
+            self.m, self.n = self.n, self.m
+        elif turned:
+            self.a, self.b, self.c, self.turned = self.b.T, np.ascontiguousarray(self.a.T), self.c.T, True
+
+    def turn_few_rows(self) -> bool:
+        """Turn ``x @ W.T`` over (C^T = W x^T) where ``rules._turns_few_rows`` says so; m and n
+        stay as given, so that threads are chosen as for the few-rows stream of W."""
+        self.orient()
+        if self.turned:
+            return True
+        if self.swapped or not rules._turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
+            return False
+        self.a, self.b, self.c = self.b.T, np.ascontiguousarray(self.a.T), self.c.T
+        self.turned = True
+        return True
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    rule: str  # the fit rule, as ``explain`` prints it
+    fits: Callable[[Problem], bool]
+    # Whether the product is worth the workers; None: never on threads.
+    worth_threads: Callable[[Problem], bool] | None
+    serial: Callable[[Problem], None]
+    parallel: Callable[[Problem], None] | None = None
+
+    def run(self, p: Problem) -> None:
+        if (self.parallel is not None and p.workers > 1 and self.worth_threads(p)
+                and runners.in_parallel(self.parallel, p)):
+            return
+        self.serial(p)
+
+
+def choose(table: tuple[Strategy, ...], p: Problem) -> Strategy:
+    """The first row of ``table`` that fits ``p``."""
+    for strategy in table:
+        if strategy.fits(p):
+            return strategy
+    raise AssertionError("the last row of a strategy table fits every problem")
+
+
+# --- the rows' runners: each reads the placed problem ---------------------------------------
+
+def _unpacked_serial(p: Problem) -> None:
+    runners.run_unpacked(p.prep, p.alpha, p.beta, p.a, p.b, p.c)
+
+
+def _unpacked_parallel(p: Problem) -> None:
+    prep = p.prep
+    runners.run_unpacked_parallel(prep, prep.kernel, p.dtype, p.alpha, p.beta, p.a, p.b, p.c, p.workers)
+
+
+def _blocked_serial(p: Problem) -> None:
+    runners.run_blocked(p.prep, p.alpha, p.beta, p.a, p.b, p.c)
+
+
+def _blocked_parallel(p: Problem) -> None:
+    prep = p.prep
+    runners.run_parallel(prep, prep.kernel, p.dtype, p.alpha, p.beta, p.a, p.b, p.c, p.workers)
+
+
+def _unpacked_worth_threads(p: Problem) -> bool:
+    return rules.worth_threads(p.prep.config, p.m, p.n, p.k, True, p.dtype)
+
+
+def _few_prepacked(p: Problem) -> bool:
+    return p.m < p.prep.kernel.mr()
+
+
+def _stack_sizes(p: Problem):
+    return p.prep.sizes if p.unpacked else p.prep.sizes_for_depth(p.k)
+
+
+def _stack_worth_threads(p: Problem) -> bool:
+    p.orient()  # before any rule reads m and n
+    return len(p.offsets[2]) * p.m * p.n * p.k >= p.prep.config.parallel_min_stack_volume
+
+
+def _stack_serial(p: Problem) -> None:
+    p.orient()
+    runners.run_batch_serial(p.prep, p.a, p.b, p.c, p.offsets, p.unpacked, _stack_sizes(p))
+
+
+def _stack_each_parallel(p: Problem) -> None:
+    prep = p.prep
+    runners.run_batch_each_parallel(prep, prep.kernel, p.dtype, p.a, p.b, p.c, p.offsets, p.unpacked,
+                                    _stack_sizes(p), p.workers)
+
+
+def _stack_tasks(p: Problem) -> None:
+    prep = p.prep
+    runners.run_batch_tasks(prep, prep.kernel, p.dtype, p.a, p.b, p.c, p.offsets, p.unpacked, _stack_sizes(p),
+                            min(p.workers, len(p.offsets[2])))
+
+
+# --- the tables ---------------------------------------------------------------------------------
+
+EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None,
+                 lambda p: None)
+SCALE_ONLY = Strategy("scale only", "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
+                      lambda p: p.k == 0 or p.alpha == 0, None, lambda p: runners.scale(p.c, p.beta))
+
+PRODUCT = (
+    EMPTY,
+    SCALE_ONLY,
+    Strategy("turned few rows",
+             "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
+             "C^T = W x^T, W's rows read in place", Problem.turn_few_rows, _unpacked_worth_threads,
+             _unpacked_serial, _unpacked_parallel),
+    Strategy("row dots", "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
+             lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS), _unpacked_worth_threads,
+             _unpacked_serial, _unpacked_parallel),
+    Strategy("transposing stream",
+             "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
+             lambda p: p.unpacked and p.form == TRANSPOSING_STREAM, _unpacked_worth_threads,
+             _unpacked_serial, _unpacked_parallel),
+    Strategy("direct tiles",
+             "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
+             "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
+             "the kernel's one-thread volume (rules._use_unpacked)",
+             lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel),
+    Strategy("blocked", "every other product: the five loops, A and B packed",
+             lambda p: True, lambda p: rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype),
+             _blocked_serial, _blocked_parallel),
+)
+
+PREPACKED = (
+    EMPTY,
+    SCALE_ONLY,
+    Strategy("prepacked few rows", "fewer rows than the main tile's MR: the packed panels stream past the rows",
+             _few_prepacked, lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
+             lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
+             lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
+                                                      p.c, p.workers, True)),
+    Strategy("prepacked", "the blocked loops with B packed ahead", lambda p: True,
+             lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
+             lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
+             lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
+                                                      p.c, p.workers, False)),
+)
+
+STACK = (
+    Strategy("lone product", "a stack of one: the lone product's row of PRODUCT",
+             lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
+             None, lambda p: run(1.0, p.a, p.b, 0.0, p.c)),
+    Strategy("stack, each product on all workers",
+             "products worth threads alone but too few to share out evenly (rules._each_on_all_workers)",
+             lambda p: p.workers > 1 and _stack_worth_threads(p) and rules._each_on_all_workers(
+                 p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype),
+             _stack_worth_threads, _stack_serial, _stack_each_parallel),
+    Strategy("stack tasks", "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
+             lambda p: p.workers > 1 and _stack_worth_threads(p), _stack_worth_threads, _stack_serial, _stack_tasks),
+    Strategy("stack serial", "every other stack: the products one after the other", lambda p: True, None,
+             _stack_serial),
+)
+
+
+# PRODUCT's choices, by everything its rules read: dtype, shapes, strides, workers, whether
+# alpha is 0, and rules._generation (kernel, batch invariance, block sizes and limits in force).
+# Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.
+_placed: dict[tuple, tuple[Strategy, bool, bool]] = {}
+PLACED_KEPT = 512
+
+
+def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
+    """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
+    workers = threads.workers()
+    p = Problem(alpha, a, b, beta, c, workers)
+    key = (c.dtype.char, a.shape, a.strides, b.shape, b.strides, c.strides, workers, alpha == 0, rules._generation)
+    placed = _placed.get(key)
+    if placed is None:
+        strategy = choose(PRODUCT, p)
+        if len(_placed) >= PLACED_KEPT:
+            _placed.clear()
+        _placed[key] = (strategy, p.swapped, p.turned)
+    else:
+        strategy = placed[0]
+        p.replay(placed[1], placed[2])
+    strategy.run(p)
+
+
+def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:
+    """C = alpha*A.B + beta*C with B prepacked (``packed.PackedMatrix``, checked usable)."""
+    p = Problem(alpha, a, packed, beta, c, threads.workers())
+    choose(PREPACKED, p).run(p)
+
+
+def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b, offsets_c) -> None:
+    """C[t] = A[t].B[t] for a stack: a, b, c are the first matrices, offsets in elements.
+
+    Every matrix has the shape and strides of the first; requires m, n, k >= 1.
+    """
+    p = Problem(1.0, a, b, 0.0, c, threads.workers(), (offsets_a, offsets_b, offsets_c))
+    choose(STACK, p).run(p)

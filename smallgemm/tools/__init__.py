@@ -1,0 +1,1 @@
+"""Tools over the library: the benchmark and the kernel ladder."""
