@@ -5,6 +5,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 
 import smallgemm
 from smallgemm.drivers import unpacked
@@ -58,6 +59,7 @@ def value():
 """
 RUN = """
 import sys
+import threading
 sys.path.insert(0, {root!r})
 from smallgemm.machine import compile_cache
 compile_cache.watch({package!r})
@@ -85,3 +87,72 @@ def test_an_edit_to_a_callee_module_recompiles_its_cached_callers(tmp_path):
     (package / "callee.py").write_text(CALLEE.format(2))  # the caller's file is untouched
     assert run() == (20, 0)  # recompiled: Numba alone would load 10 from the caller's cache
     assert run() == (20, 1)
+
+
+def test_concurrent_saves_of_different_signatures_keep_each_its_own_code(tmp_path, monkeypatch):
+    """Two savers of one function's index, interleaved the way two processes compiling
+    different signatures at once are (each reads the index before the other writes it):
+    each signature must still load its own data, never the other's."""
+    from numba.core import caching
+
+    stamp = compile_cache.source_fingerprint(PACKAGE)  # a watched root's stamp: saved under the lock
+    numba_load_index = caching.IndexDataCacheFile._load_index
+    both_reading = threading.Barrier(2, timeout=2)
+
+    def slow_load_index(self):
+        overloads = numba_load_index(self)
+        try:
+            both_reading.wait()  # without the lock both read the empty index here, and both pick .1
+        except threading.BrokenBarrierError:
+            pass  # with the lock the second reader waits for the first saver, past the barrier's timeout
+        return overloads
+
+    monkeypatch.setattr(caching.IndexDataCacheFile, "_load_index", slow_load_index)
+    files = [caching.IndexDataCacheFile(str(tmp_path), "f-1.py311", stamp) for _ in range(2)]
+    savers = [threading.Thread(target=f.save, args=(key, f"code of {key}")) for f, key in zip(files, ("s1", "s2"))]
+    for saver in savers:
+        saver.start()
+    for saver in savers:
+        saver.join()
+    monkeypatch.setattr(caching.IndexDataCacheFile, "_load_index", numba_load_index)
+    reader = caching.IndexDataCacheFile(str(tmp_path), "f-1.py311", stamp)
+    assert [reader.load(key) for key in ("s1", "s2")] == ["code of s1", "code of s2"]
+
+
+TWO_AT_ONCE = """
+import numpy as np, smallgemm
+smallgemm.set_num_threads(2)
+for dtype in {order}:
+    for shape in ((300, 300, 300), (16, 16, 16)):
+        m, n, k = shape
+        rng = np.random.default_rng(m)
+        a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+        got = smallgemm.matmul(a, b)
+        assert np.allclose(got, a.astype(np.float64) @ b, rtol=1e-3, atol=1e-3), shape
+        print(dtype.__name__, shape, got.tobytes().hex()[:64])
+"""
+
+
+def test_two_processes_started_together_on_an_empty_cache(tmp_path):
+    """Two processes compiling the same entries into one empty cache at once (dtypes in
+    opposite orders) both compute right, and a third one, loading what they left, gives
+    their bits: the cache is not left corrupt."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def start(order):
+        script = TWO_AT_ONCE.format(order=order)
+        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+
+    first, second = start("(np.float32, np.float64)"), start("(np.float64, np.float32)")
+    outputs = []
+    for process in (first, second):
+        stdout, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr
+        outputs.append(sorted(stdout.splitlines()))
+    assert outputs[0] == outputs[1]
+    third = subprocess.run([sys.executable, "-c", TWO_AT_ONCE.format(order="(np.float32, np.float64)")],
+                           capture_output=True, text=True, env=env, timeout=600)
+    assert third.returncode == 0, third.stderr
+    assert sorted(third.stdout.splitlines()) == outputs[0]
+    assert any(name.endswith(".nbc") for _, _, names in os.walk(tmp_path) for name in names)

@@ -8,7 +8,8 @@ from conftest import forced_kernel
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
-from smallgemm.plan import strategies
+from smallgemm.kernels import BySize
+from smallgemm.plan import blocking, dispatch, rules, strategies
 from smallgemm.plan.runners import run_small
 
 UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
@@ -109,3 +110,25 @@ def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kerne
                     if run_small(a, b, c, np.dtype(np.float32)) == SMALL_DONE:
                         row = smallgemm.explain(a, b, threads=1).strategy
                         assert row in UNPACKED_ROWS, (m, n, k, la, lb, row)
+
+
+def test_a_configuration_override_keeps_explicit_block_sizes_and_ends_with_its_block():
+    """``rules.override_config`` changes the configuration in force (a KC there reaches the
+    default block sizes) and restores it on exit; block sizes set explicitly stay."""
+    kernel, dtype = dispatch.current(), np.dtype(np.float32)
+    default = rules.block_sizes(kernel, dtype)
+    with rules.override_config(kc=BySize(128, 128)):
+        assert rules.config_of(kernel).kc == BySize(128, 128)
+        assert rules.block_sizes(kernel, dtype).kc == 128
+    assert rules.config_of(kernel) is kernel.config
+    assert rules.block_sizes(kernel, dtype) == default
+    explicit = blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=64)
+    rules.set_block_sizes(kernel, dtype, explicit)
+    try:
+        with rules.override_config(few_rows_max=0):
+            assert rules.config_of(kernel).few_rows_max == 0
+            assert rules.block_sizes(kernel, dtype) == explicit
+        assert rules.block_sizes(kernel, dtype) == explicit
+    finally:
+        rules.set_block_sizes(kernel, dtype, None)
+    assert rules.block_sizes(kernel, dtype) == default

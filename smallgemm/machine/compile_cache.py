@@ -14,15 +14,29 @@ a hash of all the ``.py`` files under ``root``.  Any change to any of them
 invalidates the whole package's cache, which then recompiles once.  Where the
 cache lives (``__pycache__``, ``NUMBA_CACHE_DIR``, the user-wide directory) is
 still decided by Numba's own locators.
+
+It also saves those functions' cache entries under an exclusive file lock.
+Numba numbers a new entry's data file after reading the index, then writes the
+index: two processes compiling different signatures of one function at once
+(two test workers, two servers started together on an empty cache) can pick
+the same number, and the index then maps one signature to the other's machine
+code, which crashes the process that loads it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 
 from numba.core import caching
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+    import msvcrt
 
 # Numba's list of cache locator classes, tried in order for each cached
 # function (``CacheImpl`` in recent Numba releases, ``_CacheImpl`` in older ones).
@@ -87,6 +101,37 @@ class PackageStampLocator:
         return None
 
 
+@contextlib.contextmanager
+def _exclusive(path: str):
+    """Hold an exclusive lock on the file ``path`` (created if missing) against other processes."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+_numba_save = caching.IndexDataCacheFile.save
+
+
+def _save_exclusively(cache_file, key, data):
+    """``IndexDataCacheFile.save``, under the index's lock for the functions of a watched root
+    (their stamp is a root's fingerprint): reading the index, numbering the new data file
+    and writing both happen as one step.  Other functions are saved as Numba does."""
+    if cache_file._source_stamp not in _watched_stamps():
+        return _numba_save(cache_file, key, data)
+    with _exclusive(cache_file._index_path + ".lock"):
+        return _numba_save(cache_file, key, data)
+
+
+def _watched_stamps() -> set[str]:
+    return {source_fingerprint(root) for root in _watched_roots}
+
+
 def watch(root: str) -> None:
     """Stamp every cached function defined under ``root`` with all of ``root``'s sources.
 
@@ -97,6 +142,7 @@ def watch(root: str) -> None:
         _watched_roots.append(root)
     if PackageStampLocator not in _CACHE_IMPL._locator_classes:
         _CACHE_IMPL._locator_classes.insert(0, PackageStampLocator)
+    caching.IndexDataCacheFile.save = _save_exclusively
 
 
 def describe(root: str) -> dict:

@@ -46,7 +46,7 @@ def override_config(kernels: Iterable[Kernel] = KERNELS, **changes):
     with _config_lock:
         for kernel in kernels:
             _config_overrides[kernel.name] = replace(config_of(kernel), **changes)
-        _block_sizes.clear()
+        _forget_default_sizes()
         _bump_version()
     try:
         yield
@@ -54,12 +54,21 @@ def override_config(kernels: Iterable[Kernel] = KERNELS, **changes):
         with _config_lock:
             _config_overrides.clear()
             _config_overrides.update(kept)
-            _block_sizes.clear()
+            _forget_default_sizes()
             _bump_version()
 
 
 # Block sizes in force, by (kernel name, dtype char).
 _block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
+# The keys of _block_sizes set explicitly (``set_block_sizes``, a tuned configuration):
+# the others hold defaults, computed again from a configuration that changed.
+_set_explicitly: set[tuple[str, str]] = set()
+
+
+def _forget_default_sizes() -> None:
+    for key in [key for key in _block_sizes if key not in _set_explicitly]:
+        del _block_sizes[key]
+
 # A tuned configuration is applied once, before block sizes are first read or
 # set (an explicit set_block_sizes then wins over it).  The loader is registered
 # by the package (smallgemm.tune.record.apply_config): the plan does not reach
@@ -133,10 +142,12 @@ def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes 
     key = (kernel.name, dtype.char)
     if sizes is None:
         _block_sizes.pop(key, None)
+        _set_explicitly.discard(key)
         _bump_version()
         return
     sizes.check(kernel.mr(), kernel.nr(dtype))
     _block_sizes[key] = sizes
+    _set_explicitly.add(key)
     _bump_version()
 
 def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
