@@ -9,14 +9,14 @@ Structural values (tile geometry, buffer layouts, hardware facts) stay with
 the code they describe.
 """
 
-# --- The blocked driver (driver.py) ---
+# --- The blocked driver (drivers/blocked.py) ---
 
 # A last row panel with at most this many rows takes a tile of this height
 # (same width) instead of the full MR: m = 256 is 18 panels of 14 rows and
 # one of 4, whose 14-row tile would be 10 rows of padding (2-3 % on such products).
 SHORT_ROWS = 4
 
-# --- Packing (packing.py) ---
+# --- Packing (drivers/packing.py) ---
 
 # Rows of B requested ahead while a panel is packed from contiguous rows.  A
 # panel takes NR elements from each of KC rows a whole row stride apart (8 KiB
@@ -55,12 +55,12 @@ PREFETCH_STEPS = 16
 # arrive whatever the tile (149 steps of the AVX2 6x2-vector tiles).
 C_PREFETCH_FMAS = 64 * 28
 
-# --- Tasks of the parallel drivers (parallel/tasks.py, blocked.py, unpacked.py) ---
+# --- Tasks of the parallel drivers (drivers/parallel/) ---
 
 # At least this many row-block tasks per worker, so that uneven tasks even out;
 # when rows are too few for that, columns are split too.  The unpacked parallel
 # driver cuts row dots and a transposed B's stream into as many tasks per worker,
-# and the planner (``plan``) reads it for stacks too few to share out evenly.
+# and the planner (``plan.rules``) reads it for stacks too few to share out evenly.
 TASKS_PER_WORKER = 3
 # From this many bytes of B, one row of A on several workers runs ``gemv_rows`` on each
 # worker's columns rather than the 1 x 256 tile on strips: its prefetch keeps more of
@@ -68,14 +68,14 @@ TASKS_PER_WORKER = 3
 # 64 MiB); from the L2 and the L3 the tile's sums in registers cost less than a row in the L1.
 GEMV_ROWS_PARALLEL_MIN_BYTES = 8 << 20
 
-# --- Stacks of products (batched.py) ---
+# --- Stacks of products (drivers/batched.py) ---
 
 # An unpacked stack is cut into at most this many tasks per worker (runs of
 # consecutive products: tiny products are not worth a claim each); a blocked
 # stack's products are one task each.
 UNPACKED_TASKS_PER_WORKER = 8
 
-# --- The unpacked driver's tile choice (unpacked/route.py) ---
+# --- The unpacked driver's tile choice (drivers/unpacked/route.py) ---
 
 # Up to this many rows (rows of A, m) the few-rows tile (4 x 64 with AVX-512) beats
 # the main 14 x 32 tile on unpacked operands: measured 1.6x at m = 16, equal at m = 64.
@@ -94,7 +94,7 @@ RESIDENT_STRIPS = 4
 # float64 16x64x64, 32 KiB of B; docs/performance.md).
 FEW_TILE_MIN_B_BYTES = 32 * 1024
 
-# --- The few-rows stream (unpacked/stream.py) ---
+# --- The few-rows stream (drivers/unpacked/stream.py) ---
 
 # The row stream (``stream_tiles``): rows of B taken at a time so that one strip
 # of them (a tile wide) holds this many bytes (then the tiles' partial sums go to
@@ -170,7 +170,7 @@ TRANSPOSED_PANEL_BYTES = 32768
 TRANSPOSED_FETCH_MIN_BYTES = 1 << 20
 TRANSPOSED_FETCH_MAX_RUN = 512
 
-# --- Row dots and the single-row stream (unpacked/row_dots.py) ---
+# --- Row dots and the single-row stream (drivers/unpacked/row_dots.py) ---
 
 # Columns of C accumulated at once by ``gemv_rows`` (its row buffer: 16 KiB of
 # float32, resident in L1 while B streams past).  The stream buffer holds one chunk.

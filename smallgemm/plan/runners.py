@@ -176,7 +176,7 @@ def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool)
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
     """Pack all of ``b`` (k x n, one float dtype, whole-element strides) into ``data``
-    in the layout the prepacked drivers read (``driver.packed_slice``)."""
+    in the layout the prepacked drivers read (``blocked.packed_slice``)."""
     entries.PACK.get(kernel, b.dtype)(kernel.shape, b, sizes.nc, sizes.kc, data)
 
 

@@ -33,7 +33,7 @@ def gemm_parallel(
     Up to ``shared_rows`` rows of A (and no more than the workers' A buffers
     hold together) are one block that all workers share (``one_row_block``).
     With ``prepacked``, ``b`` already holds every packed slice
-    (``driver.packed_slice``): the row-block tasks read them in place.
+    (``blocked.packed_slice``): the row-block tasks read them in place.
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
@@ -120,7 +120,7 @@ def one_row_block(
     The A block is packed once, its MR-row panels handed out as tasks, into a
     buffer every worker reads; then each group of ``group`` B panels is a task,
     packed by the worker that takes it, into its own buffer, just before its
-    only use (``driver.panels_in_time``): the B slice never goes out to memory
+    only use (``blocked.panels_in_time``): the B slice never goes out to memory
     and comes back (``gemm_serial`` does the same on one thread).  Groups no
     larger than leaves TASKS_PER_WORKER tasks per worker (``one_row_group``),
     so that the last tasks end together: one group per worker lost to one
@@ -172,7 +172,7 @@ def parallel_entry(
 
 @njit(cache=True)
 def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
-    """Entry from Python with B prepacked by ``driver.pack_entry`` (``packed`` holds k x n)."""
+    """Entry from Python with B prepacked by ``blocked.pack_entry`` (``packed`` holds k x n)."""
     # Run-time zeros (B's unused strides, no shared rows) and empty logs typed as
     # parallel_entry's: literals or the read-only global NO_LOG would compile
     # every callee, the row-block tasks included, once more.
@@ -189,7 +189,7 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, wo
 
 @njit(cache=True, parallel=True)
 def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, workers, scratch, counter):
-    """``driver.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks."""
+    """``blocked.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks."""
     m, k = a.shape
     size = a.itemsize
     mr = tile_rows(tile)

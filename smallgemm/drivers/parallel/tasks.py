@@ -23,7 +23,7 @@ def task_split(m, cols, mc, mr, nr, workers):
     column groups, each of which would pack its rows of A again (two threads,
     float32 ``1024x64x64``: 47 us in row blocks against 61 in column groups).
     A wider slice keeps its column groups, each worker's own B panels
-    (``driver.task_block_group``): cut into row blocks, x.T @ g ``512x2048x4096``
+    (``blocked.task_block_group``): cut into row blocks, x.T @ g ``512x2048x4096``
     took 49 ms against 47.  When that still gives fewer than TASKS_PER_WORKER
     tasks per worker, the columns are split too.  None of this changes a sum:
     only KC does.
@@ -70,7 +70,7 @@ def one_row_group(panels, nc, nr, workers):
 def panels_read_by_others(groups, workers):
     """Whether the row-block tasks of a B slice read panels that other workers
     packed: fewer column groups than workers, so each panel is read by several
-    (``driver.task_block_group``).  The slices are then packed with streaming
+    (``blocked.task_block_group``).  The slices are then packed with streaming
     stores (``packing.pack_b_rows``): they halve the packing of a float32 1024^3
     slice on two threads whose cores sit on different L3s (140 against 300 us;
     137 against 150 on one L3).  Where each worker reads only the panels it

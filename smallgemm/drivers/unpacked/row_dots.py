@@ -140,7 +140,7 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
 
 
 # Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
-# KiB L1 of 8 or 12 ways, 64-byte lines); ``plan`` avoids such rows too.
+# KiB L1 of 8 or 12 ways, 64-byte lines); ``plan.rules`` avoids such rows too.
 L1_SET_PERIOD_BYTES = 4096
 
 
