@@ -19,7 +19,19 @@ from numba import njit
 from ..kernels import microkernel
 from ..kernels.microkernel import direct_microkernel
 from ..kernels.shared import PACK_B_GROUP, SHORT_ROWS
-from ..simd import ACCUMULATE, OVERWRITE, SCALE, address, advance, tile_cols, tile_rows, tile_with_rows
+from ..simd import (
+    ACCUMULATE,
+    CONTINUE,
+    OVERWRITE,
+    SCALE,
+    address,
+    advance,
+    multiply_add,
+    one_of,
+    tile_cols,
+    tile_rows,
+    tile_with_rows,
+)
 from .packing import pack_a, pack_b_panels
 
 
@@ -31,6 +43,24 @@ def merge_mode(pc, beta):
     if beta == 0:
         return OVERWRITE
     return SCALE
+
+
+@njit(cache=True)
+def block_merge(pc, depth, k, alpha, beta, c):
+    """(mode, alpha) of the blocked drivers' KC block [pc, pc + depth) of k: each element's
+    FMA chain goes on from C across the blocks (CONTINUE), C holding the raw chain between
+    them (alpha 1) and the last block applying alpha.  With alpha == beta == 1 the chain
+    goes on from C's own value from the first block (gemm's continued chain).  Any other
+    beta != 0 takes one block here: the plan computes a longer product into a buffer
+    first.  ``c``: a pointer of the dtype."""
+    one = one_of(c)
+    if pc > 0 or (alpha == one and beta == one):
+        mode = CONTINUE
+    elif beta == 0:
+        mode = OVERWRITE
+    else:
+        mode = SCALE
+    return mode, alpha if pc + depth >= k else one
 
 
 @njit(cache=True)
@@ -154,13 +184,13 @@ def gemm_serial(
         panels = (cols + nr - 1) // nr
         for pc in range(0, k, kc):  # PC: KC slices of the common dimension
             depth = min(kc, k - pc)
-            mode = merge_mode(pc, beta)
+            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
             b_slice = b_off + pc * rs_b + jc * cs_b
             if one_block:
                 pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, np.intp(0))
                 panels_in_time(
                     shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf, group,
-                    c, c_off + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                    c, c_off + jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, scratch,
                 )
                 continue
             if prepacked:
@@ -175,7 +205,7 @@ def gemm_serial(
                 pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, np.intp(0))
                 macro_kernel(
                     shape, rows, cols, depth, abuf, 0, b_panels, np.intp(0),
-                    c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
+                    c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, scratch,
                 )
 
 
@@ -257,13 +287,13 @@ def prepacked_rows_panels(
         width = (cols + nr - 1) // nr * nr
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
-            mode = merge_mode(pc, beta)
+            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
             for ir in range(0, m, mr):
                 direct_microkernel(
                     tile, depth, a, ir * rs_a + pc * cs_a, rs_a, cs_a,
                     packed, packed_slice(k, jc, pc, width) + jr * depth, nr,
                     c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
-                    min(mr, m - ir), min(nr, cols - jr), alpha, beta, mode, scratch,
+                    min(mr, m - ir), min(nr, cols - jr), block_alpha, beta, mode, scratch,
                 )
 
 
@@ -276,3 +306,13 @@ def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch
         address(a), a.strides[0] // size, a.strides[1] // size,
         address(packed), address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, address(scratch),
     )
+
+
+@njit(cache=True)
+def scale_add_entry(shape, alpha, sums, beta, c):
+    """C = fma(alpha, sums, beta*C) per element, the tiles' SCALE rule with the kernel's
+    multiply-add: the end of a product whose chains could not wait in C between KC blocks
+    (beta other than 0 and 1; ``strategies._in_two_steps``)."""
+    for i in range(c.shape[0]):
+        for j in range(c.shape[1]):
+            c[i, j] = multiply_add(shape, alpha, sums[i, j], beta * c[i, j])

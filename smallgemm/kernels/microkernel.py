@@ -7,16 +7,17 @@ contract (docs/kernels.md):
 * ``a`` points at an MR-row packed panel (kc columns of MR elements, zero padded),
   ``b`` at an NR-column packed panel (kc rows of NR elements, zero padded);
 * the whole MR x NR tile is always computed, in registers, by an FMA chain in
-  increasing k starting from zero; only the top-left ``rows x cols`` part is
-  written to C;
-* the tile is merged with ``mode`` (simd.OVERWRITE / SCALE / ACCUMULATE); with
-  OVERWRITE, C is never read.
+  increasing k starting from zero, or from C's elements with CONTINUE (the chain
+  goes on across KC blocks); only the top-left ``rows x cols`` part is written to C;
+* the tile is merged with ``mode`` (simd.OVERWRITE / SCALE / ACCUMULATE /
+  CONTINUE); with OVERWRITE, C is never read.
 """
 
 from numba import njit
 
 from ..simd import (
     ACCUMULATE,
+    CONTINUE,
     OVERWRITE,
     line_elements,
     multiply_add,
@@ -25,9 +26,12 @@ from ..simd import (
     prefetch_read_l2,
     tile_cols,
     tile_lanes,
+    tile_load,
     tile_prefetch,
     tile_rank1,
     tile_rank1_direct,
+    tile_read,
+    tile_read_part,
     tile_rows,
     tile_step_fmas,
     tile_store,
@@ -42,7 +46,8 @@ from .shared import C_PREFETCH_FMAS, PREFETCH_STEPS
 def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Compute one tile and merge its useful part into C (see the module docstring)."""
     late = max(0, kc - C_PREFETCH_FMAS // tile_step_fmas(shape))
-    tile = packed_steps(shape, tile_zero(shape, a), 0, late, a, a_off, b, b_off)
+    tile = tile_start(shape, a, c, c_off, rs_c, cs_c, rows, cols, mode, scratch)
+    tile = packed_steps(shape, tile, 0, late, a, a_off, b, b_off)
     if cs_c == 1:
         tile_prefetch(shape, c, c_off, rs_c)
     tile = packed_steps(shape, tile, late, kc, a, a_off, b, b_off)
@@ -75,16 +80,16 @@ def direct_microkernel(
     the hardware prefetchers leave to demand misses (one thread: 64^3 and 80^3
     products 15-20 % faster with the requests, [2048,512] @ [512,16] 1.5x).
     """
+    tile = tile_start(shape, a, c, c_off, rs_c, cs_c, rows, cols, mode, scratch)
     if cs_a == 1:
         line = line_elements(shape, a)
-        tile = tile_zero(shape, a)
         for p0 in range(0, kc, line):
             for i in range(rows):
                 prefetch_read(a, a_off + i * rs_a + p0 + PREFETCH_STEPS)
             tile = direct_steps(shape, tile, min(line, kc - p0), a, a_off + p0, rs_a, 1, rows, b, b_off + p0 * rs_b,
                                 rs_b, cols, None)
     else:
-        tile = direct_steps(shape, tile_zero(shape, a), kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
+        tile = direct_steps(shape, tile, kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
@@ -182,6 +187,31 @@ def panel_steps_fetching_rows(
 
 
 @njit(cache=True, inline="always")
+def tile_start(shape, like, c, c_off, rs_c, cs_c, rows, cols, mode, scratch):
+    """The tile a KC block starts from: zeros, or with CONTINUE the ``rows x cols`` of C
+    where the previous block left each element's chain (rows of C with unit stride read
+    with vector loads, other layouts through ``scratch``).  ``like``: a pointer of the dtype."""
+    if mode != CONTINUE:
+        return tile_zero(shape, like)
+    mr = tile_rows(shape)
+    nr = tile_cols(shape, c)
+    if cs_c == 1:
+        if rows == mr and cols == nr:
+            return tile_read(shape, c, c_off, rs_c)
+        return tile_read_part(shape, c, c_off, rs_c, rows, cols)
+    read_into(scratch, nr, c, c_off, rs_c, cs_c, rows, cols)
+    return tile_load(shape, scratch)
+
+
+@njit(cache=True)
+def read_into(buf, ld_buf, c, c_off, rs_c, cs_c, rows, cols):
+    """C's top-left ``rows x cols`` into a row-major buffer of row stride ``ld_buf``."""
+    for i in range(rows):
+        for j in range(cols):
+            buf[i * ld_buf + j] = c[c_off + i * rs_c + j * cs_c]
+
+
+@njit(cache=True, inline="always")
 def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Merge the useful ``rows x cols`` part of a finished tile into C.
 
@@ -213,7 +243,7 @@ def write_back(shape, tile, ld_tile, c, c_off, rs_c, cs_c, rows, cols, alpha, be
         for j in range(cols):
             t = tile[i * ld_tile + j]
             at = c_off + i * rs_c + j * cs_c
-            if mode == OVERWRITE:
+            if mode == OVERWRITE or mode == CONTINUE:
                 c[at] = alpha * t
             elif mode == ACCUMULATE:
                 c[at] = multiply_add(shape, alpha, t, c[at])

@@ -47,9 +47,11 @@ from .memory import (  # noqa: F401
     tile_step_fmas,
     tile_with_rows,
     zero_of,
+    one_of,
 )
 from .tile import (  # noqa: F401
     ACCUMULATE,
+    CONTINUE,
     OVERWRITE,
     ResidentType,
     SCALE,
@@ -59,6 +61,8 @@ from .tile import (  # noqa: F401
     tile_load,
     tile_prefetch,
     tile_rank1,
+    tile_read,
+    tile_read_part,
     tile_rank1_direct,
     tile_store,
     tile_write,

@@ -70,6 +70,19 @@ def zero_of(typingctx, ptr):
 
 
 @intrinsic
+def one_of(typingctx, ptr):
+    """One in the element type of ``ptr``: the alpha of a KC block whose chain goes on."""
+    dtype = _float_pointer(ptr)
+    if dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(dtype, 1)
+
+    return dtype(ptr), codegen
+
+
+@intrinsic
 def advance(typingctx, ptr, count):
     """``ptr + count`` elements (pointer arithmetic, e.g. one thread's part of a buffer)."""
     if not isinstance(ptr, types.CPointer) or not isinstance(count, types.Integer):

@@ -130,10 +130,13 @@ def tile_load(typingctx, shape, buf):
 
 # Update rules when a finished tile is merged into C.  Every path of the library
 # (vector write, scalar edge write, few-rows kernels) applies exactly these, so an
-# element of C gets the same bits whichever path wrote it.
+# element of C gets the same bits whichever path wrote it.  With CONTINUE the tile
+# did not start from zero but from C (``tile_read``): the FMA chain of each element
+# goes on across KC blocks, and C holds the chain so far between them.
 OVERWRITE = 0  # first kc block, beta == 0:  C = alpha*AB        (C is never read)
 SCALE = 1  # first kc block, beta != 0:      C = alpha*AB + beta*C
-ACCUMULATE = 2  # later kc blocks:            C = alpha*AB + C
+ACCUMULATE = 2  # later kc blocks, not exact: C = alpha*AB + C
+CONTINUE = 3  # the chain went on from C:     C = alpha*AB        (AB started as C)
 
 
 def _write_args(tile, c, alpha, beta):
@@ -174,6 +177,7 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
     done = fn.append_basic_block("tile_write_done")
     switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
     switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
+    switch.add_case(ir.Constant(_I64, CONTINUE), blocks[OVERWRITE])
     switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
     for m, block in blocks.items():
         builder.position_at_end(block)
@@ -230,6 +234,58 @@ def tile_write_part(typingctx, tile, c, c_off, rs, live_rows, live_cols, alpha, 
         return context.get_dummy_value()
 
     return types.void(tile, c, c_off, rs, live_rows, live_cols, alpha, beta, mode), codegen
+
+
+def _read_tile(builder, s, dtype, cp, coff, rstride, live=None):
+    """A tile of C's elements, rows of C unit-stride; with ``live`` = (rows, cols), rows at
+    or past ``rows`` and lanes at or past ``cols`` are not read (zero)."""
+    vec = _vector_type(s, dtype)
+    value = ir.Constant(ir.ArrayType(vec, s.rows * s.vectors), None)
+    for i in range(s.rows):
+        row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+        for v in range(s.vectors):
+            ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+            if live is None:
+                loaded = builder.load(ptr, align=1)
+            else:
+                lanes = _lane_mask(builder, live[1], v * vec.count, vec.count)
+                row_live = builder.icmp_signed(">", live[0], ir.Constant(_I64, i))
+                mask = builder.and_(lanes, _splat(builder, row_live, lanes.type))
+                loaded = _masked_load(builder, ptr, None, vec, mask)
+            value = builder.insert_value(value, loaded, i * s.vectors + v)
+    return value
+
+
+@intrinsic
+def tile_read(typingctx, shape, c, c_off, rs):
+    """A full MR x NR tile of C, rows unit-stride (row stride ``rs``): the start of a
+    chain that goes on from C (CONTINUE)."""
+    found = _tile_args(shape, c)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, cp, coff, rstride = args
+        return _read_tile(builder, s, dtype, cp, coff, rstride)
+
+    return TileType(s, dtype)(shape, c, c_off, rs), codegen
+
+
+@intrinsic
+def tile_read_part(typingctx, shape, c, c_off, rs, live_rows, live_cols):
+    """``tile_read`` of the top-left ``live_rows x live_cols`` only (masked loads); the rest
+    of the tile is zero and nothing else of C is read."""
+    found = _tile_args(shape, c)
+    if found is None:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, cp, coff, rstride, rows, cols = args
+        return _read_tile(builder, s, dtype, cp, coff, rstride, live=(rows, cols))
+
+    return TileType(s, dtype)(shape, c, c_off, rs, live_rows, live_cols), codegen
 
 
 @intrinsic

@@ -9,7 +9,7 @@ from numba import njit, prange
 
 from ...kernels.shared import TASKS_PER_WORKER
 from ...simd import address, advance, tile_cols, tile_rows
-from ..blocked import merge_mode, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
+from ..blocked import block_merge, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from ..packing import pack_a, pack_b_panels
 from .tasks import (
     claim,
@@ -52,19 +52,19 @@ def gemm_parallel(
         group = one_row_group(panels, nc, nr, workers)
         for pc in range(0, k, kc):  # PC
             depth = min(kc, k - pc)
-            mode = merge_mode(pc, beta)
+            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
             if prepacked:
                 row_tasks_parallel(
                     shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a,
                     advance(b, packed_slice(k, jc, pc, panels * nr)), c, jc * cs_c, rs_c, cs_c,
-                    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                    block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
                 )
                 continue
             b_slice = pc * rs_b + jc * cs_b
             if one_block:
                 one_row_block(
                     shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
-                    c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, kc, group, workers,
+                    c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, kc, group, workers,
                     abuf, bbuf, scratch, counter, log_b, log_rows,
                 )
                 continue
@@ -81,7 +81,7 @@ def gemm_parallel(
                     task, turn = claim(counter, pack_tasks, workers, w, turn)
             row_tasks_parallel(
                 shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
-                c, jc * cs_c, rs_c, cs_c, alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
             )
 
 

@@ -18,6 +18,7 @@ from ...kernels.shared import (
 )
 from ...simd import (
     ACCUMULATE,
+    CONTINUE,
     AXPY_ROWS,
     AXPY_ROWS_WIDE,
     LANE_DOT_ROWS,
@@ -54,7 +55,7 @@ def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
     the rules of ``tile_write`` (same multiply-adds), so the bits are the tiles'."""
     for j in range(count):
         at = c_off + j * cs_c
-        if mode == OVERWRITE:
+        if mode == OVERWRITE or mode == CONTINUE:
             c[at] = alpha * sums[j]
         elif mode == ACCUMULATE:
             c[at] = multiply_add(rule, alpha, sums[j], c[at])
