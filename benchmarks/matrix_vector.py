@@ -2,11 +2,11 @@
 
     python benchmarks/matrix_vector.py > matrix_vector.md
 
-Aligned row reads and batch invariance (docs/performance.md): ``W @ x`` (row dots) and
+Aligned row reads and exact products (docs/performance.md): ``W @ x`` (row dots) and
 one row times a row-major B (the single-row stream), with W as NumPy allocates it
 (16 or 32 bytes into a cache line) and copied to the start of a line — the two should
-take the same time — and ``W @ x`` with batch invariance given up (lane-wise sums:
-what invariance costs).  Each row times smallgemm and NumPy interleaved in this one
+take the same time — and ``W @ x`` not exact (lane-wise sums:
+what exactness costs).  Each row times smallgemm and NumPy interleaved in this one
 process (``targets.compare``), without the OpenBLAS forcing variables.
 """
 
@@ -39,8 +39,8 @@ def main():
                     lambda: np.matmul(w, x), 1, "")
             aligned = line_aligned(w)
             compare(f"{label}, line-aligned", lambda: smallgemm.matmul(aligned, x), lambda: np.matmul(aligned, x), 1, "")
-            with smallgemm.batch_invariant(False):
-                compare(f"{label}, batch invariance off", lambda: smallgemm.matmul(w, x), lambda: np.matmul(w, x), 1, "")
+            with smallgemm.exact(False):
+                compare(f"{label}, not exact", lambda: smallgemm.matmul(w, x), lambda: np.matmul(w, x), 1, "")
         b = rand(512, 2048, dtype=dtype)
         v = rand(512, dtype=dtype)
         label = f"{name} [1,512] @ [512,2048]"

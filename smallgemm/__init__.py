@@ -20,9 +20,12 @@ _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function i
 from .api.gemm import gemm
 from .plan.dispatch import (
     batch_invariant,
+    exact,
     get_batch_invariant,
+    get_exact,
     get_kernel,
     set_batch_invariant,
+    set_exact,
     set_kernel,
     use_kernel,
 )
@@ -40,9 +43,11 @@ _set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or
 
 __all__ = [
     "batch_invariant",
+    "exact",
     "explain",
     "gemm",
     "get_batch_invariant",
+    "get_exact",
     "get_kernel",
     "get_num_threads",
     "info",
@@ -52,6 +57,7 @@ __all__ = [
     "PackedMatrix",
     "peak",
     "set_batch_invariant",
+    "set_exact",
     "set_kernel",
     "set_num_threads",
     "use_kernel",

@@ -90,11 +90,11 @@ def _tasks(strategy: strategies.Strategy, p: strategies.Problem, workers: int) -
 
 
 def _invariant(strategy: strategies.Strategy) -> str:
-    if strategy.name == "row dots" and not dispatch.get_batch_invariant():
-        return ("independent of the thread count; row dots sum lane-wise (batch invariance off): "
-                "not the bits of the same rows inside a larger product")
-    return ("one FMA chain per KC block in increasing k: the same bits for any thread count, batch, "
-            "strategy and prepacking; KC (here, the kernel's) decides them")
+    if not dispatch.get_exact():
+        return ("not exact (set_exact(False)): independent of the thread count, but row dots sum lane-wise "
+                "and unpacked products sum k in KC blocks, so bits may differ between paths and kernels")
+    return ("exact: each element one FMA chain in increasing k, the same bits on every kernel, block size, "
+            "thread count, batch and strategy")
 
 
 def _stack_problem(a: np.ndarray, b: np.ndarray, workers: int) -> strategies.Problem:

@@ -107,7 +107,8 @@ def gemm(
             out = None
             if c is None:
                 out, beta = np.empty((op_a.shape[0], op_b.shape[1]), dtype), 0.0
-            elif overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable:
+            elif (overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable
+                  and not (alpha == 1 and beta == 1)):  # a continued chain: the table's own row
                 out = c
             if out is not None:
                 route = run_small_scaled(alpha, op_a, op_b, beta, out, dtype)

@@ -24,7 +24,7 @@ def info() -> dict:
             "detected": dispatch.detect().name,
             "description": kernel.description,
             "tiles": {dt: kernel.tile_name(dt) for dt in ("float32", "float64")},
-            "batch_invariant": dispatch.get_batch_invariant(),
+            "exact": dispatch.get_exact(),
         },
         "block_sizes": {
             dt: vars(rules.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
@@ -52,7 +52,7 @@ def format_info(data: dict) -> str:
         ),
         f"kernel         {data['kernel']['name']} (detected: {data['kernel']['detected']}): "
         + ", ".join(data["kernel"]["tiles"].values())
-        + ("" if data["kernel"]["batch_invariant"] else "; row dots summed lane-wise (not batch-invariant)"),
+        + ("; exact products" if data["kernel"]["exact"] else "; not exact (row dots lane-wise, split-K)"),
     ]
     for dt, sizes in data["block_sizes"].items():
         lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")

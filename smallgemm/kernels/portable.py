@@ -6,13 +6,14 @@ from .kernel import Kernel
 
 KERNEL = Kernel(
     "portable",
-    # 128-bit vectors exist on every x86-64 (SSE2) and AArch64 (NEON) CPU; fmuladd
-    # lets LLVM fuse only where the target has a fast FMA.
-    shape=TileShape(rows=4, vectors=2, bits=128, fused=False),
-    narrow=TileShape(rows=4, vectors=1, bits=128, fused=False),
-    few=TileShape(rows=2, vectors=2, bits=128, fused=False),
-    gemv=TileShape(rows=1, vectors=4, bits=128, fused=False),
-    resident=TileShape(rows=4, vectors=1, bits=128, fused=False, depth=8),
+    # 128-bit vectors exist on every x86-64 (SSE2) and AArch64 (NEON) CPU.  Fused
+    # (``llvm.fma``) like the others, so that its bits are every kernel's: on a CPU
+    # without an FMA unit each multiply-add becomes an exact, slow library call.
+    shape=TileShape(rows=4, vectors=2, bits=128, fused=True),
+    narrow=TileShape(rows=4, vectors=1, bits=128, fused=True),
+    few=TileShape(rows=2, vectors=2, bits=128, fused=True),
+    gemv=TileShape(rows=1, vectors=4, bits=128, fused=True),
+    resident=TileShape(rows=4, vectors=1, bits=128, fused=True, depth=8),
     requires=(),
     description="portable 128-bit: 4x8 float32, 4x4 float64",
     config=KernelConfig(

@@ -29,14 +29,19 @@ def _env_threads() -> int | None:
     return threads
 
 
-def _env_batch_invariant() -> bool:
-    value = os.environ.get("SMALLGEMM_BATCH_INVARIANT", "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(f"SMALLGEMM_BATCH_INVARIANT must be 0 or 1, got {value!r}")
-    return value != "0"
+def _env_exact() -> bool:
+    """``SMALLGEMM_EXACT`` (0 or 1, default 1); ``SMALLGEMM_BATCH_INVARIANT``, its former name,
+    where it alone is set."""
+    for name in ("SMALLGEMM_EXACT", "SMALLGEMM_BATCH_INVARIANT"):
+        value = os.environ.get(name, "").strip()
+        if value not in ("", "0", "1"):
+            raise ValueError(f"{name} must be 0 or 1, got {value!r}")
+        if value:
+            return value == "1"
+    return True
 
 
 KERNEL: str | None = _env_kernel()
 NUM_THREADS: int | None = _env_threads()
 CONFIG_PATH: str | None = os.environ.get("SMALLGEMM_CONFIG") or None
-BATCH_INVARIANT: bool = _env_batch_invariant()
+EXACT: bool = _env_exact()

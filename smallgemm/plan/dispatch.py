@@ -4,9 +4,10 @@ Forcing a kernel (``SMALLGEMM_KERNEL`` or :func:`set_kernel`) is how the tests
 run all three kernels on one AVX-512 machine; forcing one the CPU cannot run is
 an error, never a crash.
 
-Batch invariance (the default) can be given up for matrix-vector row dots
-(``SMALLGEMM_BATCH_INVARIANT=0`` or :func:`set_batch_invariant`): the kernel
-then carries a row-dots rule that sums lane-wise (``TileShape.lane_sums``).
+Exact products (the default: each element one FMA chain in increasing k) can be
+given up (``SMALLGEMM_EXACT=0`` or :func:`set_exact`): the kernel then carries a
+row-dots rule that sums lane-wise (``TileShape.lane_sums``), and the unpacked
+drivers split k into KC blocks, on threads too (split-K).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 
 from ..kernels import KERNELS, Kernel, kernel_by_name
@@ -22,8 +24,8 @@ from ..machine import cpu, settings
 
 _lock = threading.Lock()
 _forced: Kernel | None = None
-_lane_sums: bool = not settings.BATCH_INVARIANT
-# Called after every change of the kernel in force or of batch invariance (``on_change``).
+_lane_sums: bool = not settings.EXACT  # not exact: the kernel's lane-wise variant
+# Called after every change of the kernel in force or of the exact mode (``on_change``).
 _listeners: list[Callable[[], None]] = []
 
 
@@ -81,8 +83,8 @@ def _summing_lane_wise(kernel: Kernel) -> Kernel:
 
 
 def current() -> Kernel:
-    """The kernel the next call will use (with the lane-wise row dots when batch
-    invariance is given up)."""
+    """The kernel the next call will use (with the lane-wise row dots when exact products
+    are given up)."""
     kernel = _forced if _forced is not None else detect()
     return _summing_lane_wise(kernel) if _lane_sums else kernel
 
@@ -106,38 +108,61 @@ def use_kernel(name: str | None) -> Iterator[None]:
         _changed()
 
 
-def set_batch_invariant(invariant: bool) -> None:
-    """Whether a row of C gets the same bits on every path (True, the default: alone, in
-    a batch, in a large product).  False lets a matrix times a vector along contiguous rows
-    (``W @ x``, ``x @ W.T`` for one row, with a contiguous vector) sum each row lane-wise
-    as BLAS's GEMV does, 1.4-1.8x faster from the L2 or L3; its bits then differ from
-    those of the same row in a larger product (they still do not depend on the thread
-    count).  Nothing else changes."""
+def set_exact(exact: bool) -> None:
+    """Whether every element of C is one FMA chain in increasing k (True, the default): the
+    same bits on every kernel, block size, thread count, batch and path.  False lets a
+    matrix times a vector along contiguous rows (``W @ x``, ``x @ W.T`` for one row) sum
+    each row lane-wise as BLAS's GEMV does (1.4-1.8x faster from the L2 or L3), and the
+    unpacked drivers sum k in KC blocks, split between threads when C has few columns
+    (split-K).  Results stay independent of the thread count in both modes."""
     global _lane_sums
-    if not isinstance(invariant, bool):
-        raise TypeError(f"batch invariance is True or False, got {invariant!r}")
+    if not isinstance(exact, bool):
+        raise TypeError(f"exact is True or False, got {exact!r}")
     with _lock:
-        _lane_sums = not invariant
+        _lane_sums = not exact
     _changed()
 
 
-def get_batch_invariant() -> bool:
-    """Whether every path gives a row of C the same bits (see :func:`set_batch_invariant`)."""
+def get_exact() -> bool:
+    """Whether products are exact (see :func:`set_exact`)."""
     return not _lane_sums
 
 
 @contextlib.contextmanager
-def batch_invariant(invariant: bool) -> Iterator[None]:
-    """:func:`set_batch_invariant` inside a ``with`` block, restoring the previous setting after."""
+def exact(exact: bool) -> Iterator[None]:
+    """:func:`set_exact` inside a ``with`` block, restoring the previous setting after."""
     global _lane_sums
     previous = _lane_sums
-    set_batch_invariant(invariant)
+    set_exact(exact)
     try:
         yield
     finally:
         with _lock:
             _lane_sums = previous
         _changed()
+
+
+def _renamed(old: str) -> None:
+    warnings.warn(f"smallgemm.{old} is deprecated: use smallgemm.{old.replace('batch_invariant', 'exact')}",
+                  DeprecationWarning, stacklevel=3)
+
+
+def set_batch_invariant(invariant: bool) -> None:
+    """Deprecated name of :func:`set_exact`."""
+    _renamed("set_batch_invariant")
+    set_exact(invariant)
+
+
+def get_batch_invariant() -> bool:
+    """Deprecated name of :func:`get_exact`."""
+    _renamed("get_batch_invariant")
+    return get_exact()
+
+
+def batch_invariant(invariant: bool):
+    """Deprecated name of :func:`exact`."""
+    _renamed("batch_invariant")
+    return exact(invariant)
 
 
 if settings.KERNEL is not None:

@@ -9,7 +9,7 @@ arguments typed by kind.
 from __future__ import annotations
 
 from ..drivers.batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry, small_stack_entry
-from ..drivers.blocked import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry
+from ..drivers.blocked import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry, scale_add_entry
 from ..drivers.parallel import (
     parallel_entry,
     prepacked_parallel_entry,
@@ -97,3 +97,4 @@ BATCH_EACH_PARALLEL = Entry(
     kc="int", shared_rows="int", workers="int", abuf="buffer", bbuf="buffer", scratch="buffer", sums="buffer",
     partial="buffer", counter="counter", log_b="log", log_rows="log",
 )
+SCALE_ADD = Entry(scale_add_entry, shape="shape", alpha="scalar", sums="matrix", beta="scalar", c="out")

@@ -3,12 +3,13 @@
 A ``_Prepared`` binds the kernel's tiles, the block sizes in force, the workspace
 and the entries of the small ways in with their fixed arguments; entries are
 fetched (compiled or loaded) on their first call.  It is rebuilt when block sizes
-change (``rules._version``) and looked up again when the kernel or the batch
-invariance changes (``rules._generation``).
+change (``rules._version``) and looked up again when the kernel or the exact mode
+changes (``rules._generation``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 
@@ -18,6 +19,9 @@ from ..drivers.unpacked import SMALL_REFUSED
 from ..kernels import Kernel
 from . import blocking, dispatch, entries, rules, workspace
 from .entry import Entry
+
+# A KC longer than any k: the unpacked drivers' one block when products are exact.
+UNBOUNDED_KC = 1 << 40
 
 
 class _FirstUse:
@@ -72,7 +76,7 @@ class _Prepared:
     __slots__ = (
         "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "turned_rows", "sizes", "workspace", "blocked",
         "unpacked", "small", "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows",
-        "one_thread_volume", "version", "kernel", "config", "dtype", "depth_sizes",
+        "one_thread_volume", "version", "kernel", "config", "dtype", "depth_sizes", "chain_sizes",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -85,12 +89,14 @@ class _Prepared:
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
         self.turned_rows = rules.turned_few_rows(kernel, config, dtype)
         self.sizes = rules.block_sizes(kernel, dtype)
+        # The unpacked drivers' k blocks: one chain over all of k when exact, else KC's.
+        self.chain_sizes = self.sizes if self.lane_sums else dataclasses.replace(self.sizes, kc=UNBOUNDED_KC)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = _FirstUse(self, "blocked", entries.BLOCKED)
         # The unpacked entry's arguments that do not change from call to call, bound once
         # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
         # its addresses, which unbox for nothing (this state keeps it alive).
-        fixed = (*self.tiles, self.sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
+        fixed = (*self.tiles, self.chain_sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
                  config.unpacked_max_volume.of(dtype.itemsize), config.parallel_min_stream, config.few_rows_max)
         self.unpacked = _FirstUse(self, "unpacked", entries.UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)

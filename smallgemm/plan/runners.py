@@ -31,6 +31,11 @@ def scale(c: np.ndarray, beta: float) -> None:
 
 
 
+def scale_add(prep, alpha: float, sums: np.ndarray, beta: float, c: np.ndarray) -> None:
+    """C = fma(alpha, sums, beta*C) per element, with the kernel's multiply-add."""
+    entries.SCALE_ADD.get(prep.kernel, prep.dtype)(prep.shape, prep.scalar(alpha), sums, prep.scalar(beta), c)
+
+
 def in_parallel(run_parallel_path, *args) -> bool:
     """Run ``run_parallel_path(*args)`` if no other parallel product is running; True if it ran."""
     if not _parallel_lock.acquire(blocking=False):
@@ -62,7 +67,7 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     """The unpacked product on ``workers`` workers, with split-K when columns are too few."""
     m, k = a.shape
     n = b.shape[1]
-    kc = prep.sizes.kc
+    kc = prep.chain_sizes.kc
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     entries.UNPACKED_PARALLEL.get(kernel, dtype)(
         *prep.tiles, prep.scalar(alpha), prep.scalar(beta),
@@ -170,7 +175,7 @@ def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool)
     matmul's way in for a matrix and a vector, with none of the 2-D views."""
     prep = prepared.current_prepared(c.dtype)
     prep.vector(
-        prep.gemv, prep.lane_sums, prep.one, prep.zero, v, mat, c, prep.sizes.kc, prep.workspace.sums, rows_of_mat
+        prep.gemv, prep.lane_sums, prep.one, prep.zero, v, mat, c, prep.chain_sizes.kc, prep.workspace.sums, rows_of_mat
     )
 
 

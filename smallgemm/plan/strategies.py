@@ -126,11 +126,29 @@ class Strategy:
     serial: Callable[[Problem], None]
     parallel: Callable[[Problem], None] | None = None
 
+    # Whether the row's drivers continue each chain across KC blocks in C (the blocked
+    # loops), so that a beta other than 0 (and than gemm's continued chain) needs k within
+    # one block: a longer product is computed into a buffer first (``_in_two_steps``).
+    chains_in_c: bool = False
+
     def run(self, p: Problem) -> None:
+        if self.chains_in_c and p.beta != 0 and not (p.alpha == 1 and p.beta == 1) and p.k > p.prep.sizes.kc:
+            _in_two_steps(self, p)
+            return
         if (self.parallel is not None and p.workers > 1 and self.worth_threads(p)
                 and runners.in_parallel(self.parallel, p)):
             return
         self.serial(p)
+
+
+def _in_two_steps(strategy: Strategy, p: Problem) -> None:
+    """C = alpha*s + beta*C0 where C cannot hold the chains s between KC blocks (C0 is
+    needed at the end): s into a buffer first, then C = fma(alpha, s, beta*C0)."""
+    sums = np.empty(p.c.shape, p.dtype)
+    q = Problem(1.0, p.a, p.b, 0.0, sums, p.workers, p.offsets)
+    q._oriented = True  # p's orientation, already applied
+    strategy.run(q)
+    runners.scale_add(p.prep, p.alpha, sums, p.beta, p.c)
 
 
 def choose(table: tuple[Strategy, ...], p: Problem) -> Strategy:
@@ -170,7 +188,7 @@ def _few_prepacked(p: Problem) -> bool:
 
 
 def _stack_sizes(p: Problem):
-    return p.prep.sizes if p.unpacked else p.prep.sizes_for_depth(p.k)
+    return p.prep.chain_sizes if p.unpacked else p.prep.sizes_for_depth(p.k)
 
 
 def _stack_worth_threads(p: Problem) -> bool:
@@ -202,9 +220,23 @@ EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m 
 SCALE_ONLY = Strategy("scale only", "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
                       lambda p: p.k == 0 or p.alpha == 0, None, lambda p: runners.scale(p.c, p.beta))
 
+def _continues_chain(p: Problem) -> bool:
+    if p.alpha == 1 and p.beta == 1:
+        p.orient()
+        return True
+    return False
+
+
+def _blocked_worth_threads(p: Problem) -> bool:
+    return rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype)
+
+
 PRODUCT = (
     EMPTY,
     SCALE_ONLY,
+    Strategy("continued chain", "gemm with alpha == beta == 1: each element's chain goes on from C "
+             "(the blocked loops, which read C into the tiles)", _continues_chain, _blocked_worth_threads,
+             _blocked_serial, _blocked_parallel),
     Strategy("turned few rows",
              "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
              "C^T = W x^T, W's rows read in place", Problem.turn_few_rows, _unpacked_worth_threads,
@@ -222,8 +254,7 @@ PRODUCT = (
              "the kernel's one-thread volume (rules._use_unpacked)",
              lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel),
     Strategy("blocked", "every other product: the five loops, A and B packed",
-             lambda p: True, lambda p: rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype),
-             _blocked_serial, _blocked_parallel),
+             lambda p: True, _blocked_worth_threads, _blocked_serial, _blocked_parallel, chains_in_c=True),
 )
 
 PREPACKED = (
@@ -233,12 +264,12 @@ PREPACKED = (
              _few_prepacked, lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, True)),
+                                                      p.c, p.workers, True), chains_in_c=True),
     Strategy("prepacked", "the blocked loops with B packed ahead", lambda p: True,
              lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, False)),
+                                                      p.c, p.workers, False), chains_in_c=True),
 )
 
 STACK = (
@@ -258,7 +289,7 @@ STACK = (
 
 
 # PRODUCT's choices, by everything its rules read: dtype, shapes, strides, workers, whether
-# alpha is 0, and rules._generation (kernel, batch invariance, block sizes and limits in force).
+# alpha is 0 or alpha and beta 1, and rules._generation (kernel, batch invariance, block sizes and limits in force).
 # Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.
 _placed: dict[tuple, tuple[Strategy, bool, bool]] = {}
 PLACED_KEPT = 512
@@ -268,7 +299,8 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
     workers = threads.workers()
     p = Problem(alpha, a, b, beta, c, workers)
-    key = (c.dtype.char, a.shape, a.strides, b.shape, b.strides, c.strides, workers, alpha == 0, rules._generation)
+    key = (c.dtype.char, a.shape, a.strides, b.shape, b.strides, c.strides, workers, alpha == 0,
+           alpha == 1 and beta == 1, rules._generation)
     placed = _placed.get(key)
     if placed is None:
         strategy = choose(PRODUCT, p)
