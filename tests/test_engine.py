@@ -189,15 +189,15 @@ def test_every_change_of_kernel_or_batch_invariance_reaches_the_next_call(dtype)
         with forced_kernel(name):
             assert prepared.current_prepared(dtype).kernel.name == name
             np.testing.assert_array_equal(smallgemm.matmul(a, a), np.full((16, 16), 16, dtype))
-            before = smallgemm.get_batch_invariant()
+            before = smallgemm.get_exact()
             for invariant in (not before, before):  # given up (or back), then restored
-                outside = smallgemm.get_batch_invariant()
-                with smallgemm.batch_invariant(invariant):
+                outside = smallgemm.get_exact()
+                with smallgemm.exact(invariant):
                     assert prepared.current_prepared(dtype).lane_sums is not invariant
                 assert prepared.current_prepared(dtype).lane_sums is not outside
-                smallgemm.set_batch_invariant(invariant)
+                smallgemm.set_exact(invariant)
                 assert prepared.current_prepared(dtype).lane_sums is not invariant
-            assert smallgemm.get_batch_invariant() is before
+            assert smallgemm.get_exact() is before
     assert prepared.current_prepared(dtype).kernel is smallgemm.plan.dispatch.current()
 
 

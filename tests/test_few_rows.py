@@ -390,7 +390,7 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(kernel, dtype, row
     few = random_matrix(rng, (3, k), dtype)
     invariant = {"contiguous": smallgemm.matmul(w, x), "strided": smallgemm.matmul(w, strided),
                  "few rows": smallgemm.matmul(few, w.T)}
-    with smallgemm.batch_invariant(False):
+    with smallgemm.exact(False):
         with smallgemm.num_threads(1):
             lane_wise = smallgemm.matmul(w, x)
         assert_close(lane_wise[:, None], 1.0, w, x[:, None])
@@ -430,7 +430,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
         with smallgemm.num_threads(threads):
             invariant[threads] = smallgemm.matmul(w, x)
     compiled = [len(e.dispatcher.overloads) for e in compiled_entries]
-    with smallgemm.batch_invariant(False):
+    with smallgemm.exact(False):
         for threads in (1, 2):
             with smallgemm.num_threads(threads):
                 lane_wise = smallgemm.matmul(w, x)
@@ -571,6 +571,8 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(kernel, 
 
 @pytest.mark.parametrize("n", [7, 40, 300])
 def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_blocks, always_parallel, n):
+    """Products not exact (``exact(False)``) may split k between threads: the bits still do
+    not depend on the thread count."""
     rng = np.random.default_rng(2)
     k = 4 * tiny_blocks.kc + 3  # five KC blocks: split-K whenever the columns give too few tasks
     x = random_matrix(rng, (3, k), dtype)
@@ -578,7 +580,7 @@ def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_b
     c0 = random_matrix(rng, (3, n), dtype)
     results = []
     for threads in (1, 2, 3, 4, 8):
-        with smallgemm.num_threads(threads):
+        with smallgemm.num_threads(threads), smallgemm.exact(False):
             results.append(smallgemm.gemm(0.5, x, w, beta=1.5, c=c0))
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])

@@ -67,10 +67,28 @@ def test_explain_names_the_prepacked_rows(m):
 
 
 def test_every_row_of_every_table_is_reached():
-    reached = {c[1] for c in CASES} | {"prepacked", "prepacked few rows"}
+    reached = {c[1] for c in CASES} | {"prepacked", "prepacked few rows", "continued chain"}
     stacks = {c[5] for c in CASES if c[5]} | {"lone product"}
     assert reached == {s.name for s in strategies.PRODUCT + strategies.PREPACKED}
     assert stacks == {s.name for s in strategies.STACK}
+
+
+def test_gemm_with_alpha_and_beta_one_takes_the_continued_chain_row(monkeypatch):
+    """gemm(1, a, b, beta=1, c) continues each chain from c: the row whose tiles read C,
+    for few rows and for W @ x too, whose own rows would start from zero."""
+    rng = np.random.default_rng(3)
+    chosen = []
+    real = strategies.choose
+    monkeypatch.setattr(strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p))
+    for m, n, k in ((4, 700, 300), (300, 1, 200), (64, 64, 64)):
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        c = rng.standard_normal((m, n))
+        del chosen[:]
+        smallgemm.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)
+        assert chosen == ["continued chain"], (m, n, k, chosen)
+        del chosen[:]
+        smallgemm.gemm(1.0, a, b, beta=0.5, c=c)
+        assert "continued chain" not in chosen
 
 
 def test_products_take_the_row_explain_names(monkeypatch):

@@ -59,32 +59,36 @@ def test_environment_variables():
     assert bad.returncode != 0 and "SMALLGEMM_NUM_THREADS" in bad.stderr
     bad = run_python("import smallgemm", SMALLGEMM_KERNEL="sse9")
     assert bad.returncode != 0 and "unknown kernel 'sse9'" in bad.stderr
-    done = run_python("import smallgemm; print(smallgemm.get_batch_invariant())", SMALLGEMM_BATCH_INVARIANT="0")
+    done = run_python("import smallgemm; print(smallgemm.get_exact())", SMALLGEMM_EXACT="0")
     assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+    done = run_python("import smallgemm; print(smallgemm.get_exact())", SMALLGEMM_BATCH_INVARIANT="0")
+    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+    bad = run_python("import smallgemm", SMALLGEMM_EXACT="yes")
+    assert bad.returncode != 0 and "SMALLGEMM_EXACT must be 0 or 1" in bad.stderr
     bad = run_python("import smallgemm", SMALLGEMM_BATCH_INVARIANT="no")
     assert bad.returncode != 0 and "SMALLGEMM_BATCH_INVARIANT must be 0 or 1" in bad.stderr
 
 
-def test_batch_invariance_setting():
+def test_exact_setting():
     """On by default; the setter, the context manager (which restores it, even on an
     error) and info() agree; anything but a bool is refused."""
-    assert smallgemm.get_batch_invariant() and smallgemm.info()["kernel"]["batch_invariant"]
-    with smallgemm.batch_invariant(False):
-        assert not smallgemm.get_batch_invariant() and not smallgemm.info()["kernel"]["batch_invariant"]
-        assert "row dots summed lane-wise (not batch-invariant)" in format_info(smallgemm.info())
-    assert "lane-wise" not in format_info(smallgemm.info())
-    assert smallgemm.get_batch_invariant()
+    assert smallgemm.get_exact() and smallgemm.info()["kernel"]["exact"]
+    with smallgemm.exact(False):
+        assert not smallgemm.get_exact() and not smallgemm.info()["kernel"]["exact"]
+        assert "not exact (row dots lane-wise, split-K)" in format_info(smallgemm.info())
+    assert "exact products" in format_info(smallgemm.info())
+    assert smallgemm.get_exact()
     with pytest.raises(RuntimeError):
-        with smallgemm.batch_invariant(False):
+        with smallgemm.exact(False):
             raise RuntimeError
-    assert smallgemm.get_batch_invariant()
-    smallgemm.set_batch_invariant(False)
+    assert smallgemm.get_exact()
+    smallgemm.set_exact(False)
     try:
-        assert not smallgemm.get_batch_invariant()
+        assert not smallgemm.get_exact()
     finally:
-        smallgemm.set_batch_invariant(True)
+        smallgemm.set_exact(True)
     with pytest.raises(TypeError, match="True or False"):
-        smallgemm.set_batch_invariant(0)
+        smallgemm.set_exact(0)
 
 
 def test_kernel_the_cpu_cannot_run_is_a_clear_error(monkeypatch):
