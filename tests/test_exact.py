@@ -22,6 +22,8 @@ def _products(rng, dtype, depth):
         ("small", random_matrix(rng, (13, k), dtype), random_matrix(rng, (k, 17), dtype)),
         ("few rows", random_matrix(rng, (4, k), dtype), random_matrix(rng, (k, 700), dtype)),
         ("x @ W.T", random_matrix(rng, (5, k), dtype), w.T),
+        ("x8 @ W.T (turned over on avx2)", random_matrix(rng, (8, k), dtype), w.T),
+        ("x4 @ W.T (turned over on portable)", random_matrix(rng, (4, k), dtype), w.T),
         ("W @ x", w, random_matrix(rng, (k, 1), dtype)),
         ("one row", random_matrix(rng, (1, k), dtype), random_matrix(rng, (k, 333), dtype)),
         ("narrow", random_matrix(rng, (301, k), dtype), random_matrix(rng, (k, 3), dtype)),
@@ -58,6 +60,17 @@ def test_every_strategy_equals_the_chain_reference(kernel, dtype, kc):
                     _check(stacked[0], expected, f"{name} in a stack, {threads} threads")
     finally:
         rules.set_block_sizes(kernel, dtype, None)
+
+
+def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
+    """Tiny products whose B stays in registers (the resident tile), and a stack of one."""
+    rng = np.random.default_rng(11)
+    for shape in ((50, 8, 8, 8), (20, 16, 16, 16), (1, 5, 40, 33)):
+        t, m, k, n = shape
+        a, b = random_matrix(rng, (t, m, k), dtype), random_matrix(rng, (t, k, n), dtype)
+        got = smallgemm.matmul(a, b)
+        for i in range(t):
+            _check(got[i], chain_reference(1.0, a[i], b[i]), f"{shape} product {i}")
 
 
 def test_prepacked_products_equal_the_chain_reference(kernel, dtype):

@@ -32,6 +32,22 @@ def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
     return ValueError(f"matmul: operands with shapes {a_shape} and {b_shape} do not match: {detail}")
 
 
+def _out_shape_error(got: tuple, shape: tuple) -> ValueError:
+    """NumPy's wording for an ``out`` of the wrong shape: a core dimension (the last two of the
+    result) that differs, else the broadcast (stack) dimensions."""
+    core = min(2, len(shape))
+    for i in range(core):
+        want, have = shape[len(shape) - core + i], got[len(got) - core + i] if len(got) >= core else None
+        if have is not None and have != want:
+            return ValueError(f"matmul: Output operand 0 has a mismatch in its core dimension {i}, with gufunc "
+                              f"signature (n?,k),(k,m?)->(n?,m?) (size {have} is different from {want})")
+    def compact(dims):
+        return "(" + ",".join(map(str, dims)) + ")"
+
+    return ValueError(f"non-broadcastable output operand with shape {compact(got)} doesn't match the broadcast "
+                      f"shape {compact(shape)}")
+
+
 def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
     if isinstance(out, tuple):
         if len(out) != 1:
@@ -40,7 +56,7 @@ def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"matmul: out must be a numpy array, got {type(out).__name__}")
     if out.shape != shape:
-        raise ValueError(f"matmul: out has shape {out.shape} but the result has shape {shape}")
+        raise _out_shape_error(out.shape, shape)
     if not np.can_cast(dtype, out.dtype, casting="same_kind"):
         # NumPy's own message (numpy._core._exceptions._UFuncOutputCastingError).
         raise TypeError(
