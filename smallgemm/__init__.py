@@ -2,7 +2,7 @@
 
 Public API: ``matmul`` (a drop-in ``numpy.matmul``), ``gemm`` (BLAS-style,
 scipy's calling convention), kernel selection, thread settings, ``info`` and
-``peak`` (the machine's measured limits), and the batch-invariance setting.
+``peak`` (the machine's measured limits), and the exact-products setting.
 """
 
 from .version import __version__  # noqa: F401

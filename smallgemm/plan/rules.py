@@ -116,7 +116,7 @@ _version = 0  # bumped whenever block sizes change: prepared states are rebuilt
 
 
 # Bumped by every change a call's prepared state depends on: block sizes (with _version),
-# the kernel in force or batch invariance (which leave the states valid: switching back
+# the kernel in force or the exact mode (which leave the states valid: switching back
 # and forth rebuilds none).  ``current_prepared`` then looks the state up again.
 _generation = 0
 

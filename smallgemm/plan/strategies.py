@@ -183,6 +183,18 @@ def _unpacked_worth_threads(p: Problem) -> bool:
     return rules.worth_threads(p.prep.config, p.m, p.n, p.k, True, p.dtype)
 
 
+def _blocked_worth_threads(p: Problem) -> bool:
+    return rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype)
+
+
+def _continues_chain(p: Problem) -> bool:
+    """gemm's continued chain (alpha == beta == 1), oriented for the blocked loops."""
+    if p.alpha == 1 and p.beta == 1:
+        p.orient()
+        return True
+    return False
+
+
 def _few_prepacked(p: Problem) -> bool:
     return p.m < p.prep.kernel.mr()
 
@@ -219,16 +231,6 @@ EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m 
                  lambda p: None)
 SCALE_ONLY = Strategy("scale only", "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
                       lambda p: p.k == 0 or p.alpha == 0, None, lambda p: runners.scale(p.c, p.beta))
-
-def _continues_chain(p: Problem) -> bool:
-    if p.alpha == 1 and p.beta == 1:
-        p.orient()
-        return True
-    return False
-
-
-def _blocked_worth_threads(p: Problem) -> bool:
-    return rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype)
 
 
 PRODUCT = (
@@ -289,7 +291,8 @@ STACK = (
 
 
 # PRODUCT's choices, by everything its rules read: dtype, shapes, strides, workers, whether
-# alpha is 0 or alpha and beta 1, and rules._generation (kernel, batch invariance, block sizes and limits in force).
+# alpha is 0 or alpha and beta 1, and rules._generation (kernel, exact mode, block sizes and
+# configuration in force).
 # Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.
 _placed: dict[tuple, tuple[Strategy, bool, bool]] = {}
 PLACED_KEPT = 512

@@ -36,7 +36,7 @@ class TileShape:
     Unlike the rest it is not part of the Numba type: the entries take it as a
     bool argument beside the ``gemv`` tile and join the two into a
     ``RowDotsRuleType`` (``row_dots_rule``), whose flag is read at run time
-    (``sums_lane_wise``): giving batch invariance up or back compiles nothing.
+    (``sums_lane_wise``): giving exact products up or back compiles nothing.
     """
 
     rows: int
@@ -73,7 +73,7 @@ class TileShapeType(types.Type):
 class RowDotsRuleType(TileShapeType):
     """The GEMV tile as the row-dots rule: a TileShape whose value is one byte, its
     ``lane_sums`` flag, built in compiled code (``row_dots_rule``) and read at run time
-    (``sums_lane_wise``): one compiled entry serves both batch-invariance settings."""
+    (``sums_lane_wise``): one compiled entry serves both settings of the exact mode."""
 
     label = "RowDotsRule"
 

@@ -176,7 +176,7 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     element per row a whole row apart.  Each element is still the FMA chain
     of its KC block in increasing k from zero, merged by the usual rules, so
     the bits are those of every other path.  ``sums`` holds a block's sums.
-    With batch invariance given up (a rule with ``lane_sums``), a contiguous
+    With exact products given up (a rule with ``lane_sums``), a contiguous
     ``v`` goes to ``dot_rows_lane_wise`` instead.
     """
     paired = dot_pairs_suit(rule, mat, rows, ldm)
