@@ -37,9 +37,9 @@ from .api.peak import peak
 from .machine.threads import get_num_threads, num_threads, set_num_threads
 from .machine import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
 from .plan.rules import set_config_loader as _set_config_loader
-from .tune.record import apply_config as _apply_config
+from .tune.record import apply_configured as _apply_configured
 
-_set_config_loader(_apply_config)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
+_set_config_loader(_apply_configured)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
 
 __all__ = [
     "batch_invariant",

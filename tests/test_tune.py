@@ -29,6 +29,7 @@ from smallgemm.tune import (
     validate_gemm,
     workspace_bytes,
 )
+from smallgemm.tune import record as record_module
 
 # Fixed caches, so that the enumeration does not depend on the host.
 CACHES = (
@@ -41,10 +42,13 @@ HOST = dispatch.detect()
 
 @pytest.fixture(autouse=True)
 def reset_block_sizes():
+    """Block sizes and the configuration in force as they were before each test."""
+    in_force = rules._config_in_force
     yield
     for kernel in KERNELS:
         for dtype in (np.float32, np.float64):
             rules.set_block_sizes(kernel, np.dtype(dtype), None)
+    rules._config_in_force = in_force
 
 
 def small_candidate(dtype="float64", **changes) -> Candidate:
@@ -305,6 +309,26 @@ def test_matmul_loads_the_config_before_its_first_product(tmp_path, monkeypatch)
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
     monkeypatch.setattr(rules, "_config_applied", False)
     assert rules.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
+
+
+def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
+    """info() and its text name the configuration file applied, its schema and what it tunes;
+    without one, the default block sizes."""
+    from smallgemm.api.info import format_info, info
+
+    config = make_config()
+    save_config(config, tmp_path / "config.json")
+    monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
+    monkeypatch.setattr(rules, "_config_applied", False)
+    tuned = info()["configuration"]
+    assert tuned == {"path": str(tmp_path / "config.json"), "schema": "mmkts_1",
+                     "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings]}
+    assert f"configuration  {tmp_path / 'config.json'} (schema mmkts_1" in format_info(info())
+    monkeypatch.setattr(settings, "CONFIG_PATH", None)
+    monkeypatch.setattr(rules, "_config_applied", False)
+    monkeypatch.setattr(record_module, "default_config_path", lambda: tmp_path / "none.json")
+    assert info()["configuration"] is None
+    assert "configuration  none (default block sizes)" in format_info(info())
 
 
 def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):

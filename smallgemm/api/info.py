@@ -26,6 +26,7 @@ def info() -> dict:
             "tiles": {dt: kernel.tile_name(dt) for dt in ("float32", "float64")},
             "exact": dispatch.get_exact(),
         },
+        "configuration": rules.tuned_configuration(),
         "block_sizes": {
             dt: vars(rules.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
         },
@@ -54,6 +55,9 @@ def format_info(data: dict) -> str:
         + ", ".join(data["kernel"]["tiles"].values())
         + ("; exact products" if data["kernel"]["exact"] else "; not exact (row dots lane-wise, split-K)"),
     ]
+    tuned = data["configuration"]
+    lines.append("configuration  " + (f"{tuned['path']} (schema {tuned['schema']}: {', '.join(tuned['tunings'])})"
+                                      if tuned else "none (default block sizes)"))
     for dt, sizes in data["block_sizes"].items():
         lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")
     t = data["threads"]

@@ -71,24 +71,32 @@ def _forget_default_sizes() -> None:
 
 # A tuned configuration is applied once, before block sizes are first read or
 # set (an explicit set_block_sizes then wins over it).  The loader is registered
-# by the package (smallgemm.tune.record.apply_config): the plan does not reach
-# up into the tuner.
-_config_loader: Callable[[], None] | None = None
+# by the package (smallgemm.tune.record.apply_configured): the plan does not reach
+# up into the tuner.  The loader returns what ``info`` shows of the file applied.
+_config_loader: Callable[[], dict | None] | None = None
+_config_in_force: dict | None = None
 _config_lock = threading.RLock()  # re-entered by the loader's own set_block_sizes
 _config_applied = False
 _config_loading = False
 
 
-def set_config_loader(loader: Callable[[], None] | None) -> None:
+def set_config_loader(loader: Callable[[], dict | None] | None) -> None:
     """Register the function that applies a tuned configuration before first use."""
-    global _config_loader, _config_applied
+    global _config_loader, _config_applied, _config_in_force
     with _config_lock:
         _config_loader = loader
         _config_applied = False
+        _config_in_force = None
+
+
+def tuned_configuration() -> dict | None:
+    """The tuned configuration in force (its path and schema, as the loader described it), or None."""
+    _apply_config_once()
+    return _config_in_force
 
 
 def _apply_config_once() -> None:
-    global _config_applied, _config_loading
+    global _config_applied, _config_loading, _config_in_force
     if _config_applied:
         return
     with _config_lock:  # other threads wait until the configuration is in force
@@ -96,7 +104,7 @@ def _apply_config_once() -> None:
             return
         _config_loading = True
         try:
-            _config_loader()  # a corrupt file raises here, and again on the next call
+            _config_in_force = _config_loader()  # a corrupt file raises here, and again on the next call
             _config_applied = True
         finally:
             _config_loading = False

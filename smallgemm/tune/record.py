@@ -341,3 +341,13 @@ def apply_config(path: str | os.PathLike | None = None) -> Config | None:
         rules.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
     return config
 
+
+def apply_configured() -> dict | None:
+    """``apply_config()`` as the package's loader: the file applied, for ``info`` (its path,
+    schema and the kernels and dtypes it tunes), or None when none is."""
+    file = config_path()[0]
+    config = apply_config()
+    if config is None:
+        return None
+    return {"path": str(file), "schema": SCHEMA_VERSION,
+            "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings]}
