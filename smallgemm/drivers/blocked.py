@@ -37,7 +37,9 @@ from .packing import pack_a, pack_b_panels
 
 @njit(cache=True)
 def merge_mode(pc, beta):
-    """How the KC block starting at ``pc`` is merged into C (see simd.OVERWRITE)."""
+    """How the unpacked drivers merge the KC block starting at ``pc`` into C (see simd.OVERWRITE):
+    a later block adds its own sum (ACCUMULATE), which only products that are not exact do,
+    since exact ones take all of k as one block.  The blocked loops use ``block_merge``."""
     if pc > 0:
         return ACCUMULATE
     if beta == 0:
