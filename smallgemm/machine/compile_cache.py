@@ -76,6 +76,13 @@ class PackageStampLocator:
         self._inner = inner
         self._root = root
 
+    def __getattr__(self, name: str):
+        """The inner locator's other attributes (Numba reads ``_py_file`` to warn about an
+        uncachable function)."""
+        if name == "_inner":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     def ensure_cache_path(self) -> None:
         self._inner.ensure_cache_path()
 
@@ -102,7 +109,7 @@ class PackageStampLocator:
 
 
 @contextlib.contextmanager
-def _exclusive(path: str):
+def exclusive(path: str):
     """Hold an exclusive lock on the file ``path`` (created if missing) against other processes."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
@@ -124,7 +131,7 @@ def _save_exclusively(cache_file, key, data):
     and writing both happen as one step.  Other functions are saved as Numba does."""
     if cache_file._source_stamp not in _watched_stamps():
         return _numba_save(cache_file, key, data)
-    with _exclusive(cache_file._index_path + ".lock"):
+    with exclusive(cache_file._index_path + ".lock"):
         return _numba_save(cache_file, key, data)
 
 
