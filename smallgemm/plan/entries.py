@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..drivers.batched import batch_each_parallel_entry, batch_entry, batch_tasks_entry, small_stack_entry
 from ..drivers.blocked import gemm_entry, pack_entry, prepacked_entry, prepacked_rows_entry, scale_add_entry
+from ..drivers.chain import chain_entry
 from ..drivers.parallel import (
     parallel_entry,
     prepacked_parallel_entry,
@@ -98,3 +99,11 @@ BATCH_EACH_PARALLEL = Entry(
     partial="buffer", counter="counter", log_b="log", log_rows="log",
 )
 SCALE_ADD = Entry(scale_add_entry, shape="shape", alpha="scalar", sums="matrix", beta="scalar", c="out")
+FIRST_USE = Entry(
+    chain_entry,
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", offsets_a="offsets",
+    offsets_b="offsets", offsets_c="offsets", continue_chain="bool",
+)
+
+ALL: dict[str, Entry] = {name: value for name, value in globals().items() if isinstance(value, Entry)}
+"""Every entry by its name here (``python -m smallgemm compile --entry``, ``info``)."""

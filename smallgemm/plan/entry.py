@@ -95,6 +95,18 @@ class Entry:
         """Whether this kernel and dtype's entry point was compiled (or loaded) already."""
         return (kernel.name, dtype.char) in self._compiled
 
+    def cached(self, kernel, dtype: np.dtype) -> bool:
+        """Whether this kernel and dtype's entry point is loaded, or compiled in Numba's on-disk
+        cache (from which ``get`` loads it in a fraction of a second), without loading it."""
+        if self.ready(kernel, dtype):
+            return True
+        cache = self.dispatcher._cache  # Numba's FunctionCache: the index maps signatures to data files
+        try:
+            key = cache._index_key(_argument_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen())
+            return key in cache._cache_file._load_index()
+        except (AttributeError, OSError):  # no cache (NullCache), or none readable
+            return False
+
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
         key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time argument
