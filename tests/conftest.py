@@ -8,6 +8,10 @@ import tempfile
 os.environ.pop("SMALLGEMM_CONFIG", None)
 _CACHE_HOME = tempfile.TemporaryDirectory(prefix="smallgemm-tests-")
 os.environ["XDG_CACHE_HOME"] = _CACHE_HOME.name
+# Every product runs on the driver its strategy names: entries compile in the test process
+# (and in the processes tests start), never on the first-use driver while another process
+# compiles them; tests/test_warmup.py tests that tier.
+os.environ["SMALLGEMM_FIRST_USE"] = "compile"
 
 import numpy as np
 import pytest

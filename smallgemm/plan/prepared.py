@@ -17,7 +17,7 @@ import numpy as np
 
 from ..drivers.unpacked import SMALL_REFUSED
 from ..kernels import Kernel
-from . import blocking, dispatch, entries, rules, workspace
+from . import blocking, dispatch, entries, rules, warmup, workspace
 from .entry import Entry
 
 # A KC longer than any k: the unpacked drivers' one block when products are exact.
@@ -49,7 +49,8 @@ class _FirstSmall(_FirstUse):
     one of the entries ``after`` (compiled or loaded it), it answers ``not_yet``, and the
     caller's general path places the product (~3 us more, once).  Fetching the entry here
     would compile it only to be told that a first large product is not small (a first
-    300x300 float32 product, cold cache: 34 s instead of 19)."""
+    300x300 float32 product, cold cache: 34 s instead of 19).  Nor is it fetched while it
+    compiles in another process (``warmup.fetchable``)."""
 
     __slots__ = ("after", "not_yet")
 
@@ -62,6 +63,8 @@ class _FirstSmall(_FirstUse):
     def __call__(self, *args):
         kernel, dtype = self.prepared.kernel, self.prepared.dtype
         if not any(entry.ready(kernel, dtype) for entry in self.after):
+            return self.not_yet
+        if not warmup.fetchable(self.entry, kernel, dtype):
             return self.not_yet
         return super().__call__(*args)
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM, unpacked_form
 from ..machine import threads
-from . import prepared, rules, runners
+from . import entries, prepared, rules, runners, warmup
+from .entry import Entry
 
 
 class Problem:
@@ -131,12 +132,20 @@ class Strategy:
     # one block: a longer product is computed into a buffer first (``_in_two_steps``).
     chains_in_c: bool = False
 
+    # The compiled entries the serial and the parallel runner call: until they are compiled,
+    # products run on the first-use driver (``warmup``).
+    serial_entries: tuple[Entry, ...] = ()
+    parallel_entries: tuple[Entry, ...] = ()
+
     def run(self, p: Problem) -> None:
         if self.chains_in_c and p.beta != 0 and not (p.alpha == 1 and p.beta == 1) and p.k > p.prep.sizes.kc:
             _in_two_steps(self, p)
             return
-        if (self.parallel is not None and p.workers > 1 and self.worth_threads(p)
-                and runners.in_parallel(self.parallel, p)):
+        threaded = self.parallel is not None and p.workers > 1 and self.worth_threads(p)
+        needed = self.serial_entries + self.parallel_entries if threaded else self.serial_entries
+        if needed and warmup.ran_first(needed, p):
+            return
+        if threaded and runners.in_parallel(self.parallel, p):
             return
         self.serial(p)
 
@@ -227,6 +236,11 @@ def _stack_tasks(p: Problem) -> None:
 
 # --- the tables ---------------------------------------------------------------------------------
 
+_UNPACKED_ENTRIES = {"serial_entries": (entries.UNPACKED,), "parallel_entries": (entries.UNPACKED_PARALLEL,)}
+_BLOCKED_ENTRIES = {"serial_entries": (entries.BLOCKED,), "parallel_entries": (entries.PARALLEL,)}
+# A stack's serial entry, with the small way in that takes over once it is compiled.
+_STACK = (entries.BATCHED, entries.SMALL_STACK)
+
 EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None,
                  lambda p: None)
 SCALE_ONLY = Strategy("scale only", "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
@@ -238,25 +252,26 @@ PRODUCT = (
     SCALE_ONLY,
     Strategy("continued chain", "gemm with alpha == beta == 1: each element's chain goes on from C "
              "(the blocked loops, which read C into the tiles)", _continues_chain, _blocked_worth_threads,
-             _blocked_serial, _blocked_parallel),
+             _blocked_serial, _blocked_parallel, **_BLOCKED_ENTRIES),
     Strategy("turned few rows",
              "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
              "C^T = W x^T, W's rows read in place", Problem.turn_few_rows, _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel),
+             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
     Strategy("row dots", "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
              lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS), _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel),
+             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
     Strategy("transposing stream",
              "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
              lambda p: p.unpacked and p.form == TRANSPOSING_STREAM, _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel),
+             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
     Strategy("direct tiles",
              "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
              "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
              "the kernel's one-thread volume (rules._use_unpacked)",
-             lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel),
+             lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
     Strategy("blocked", "every other product: the five loops, A and B packed",
-             lambda p: True, _blocked_worth_threads, _blocked_serial, _blocked_parallel, chains_in_c=True),
+             lambda p: True, _blocked_worth_threads, _blocked_serial, _blocked_parallel, chains_in_c=True,
+             **_BLOCKED_ENTRIES),
 )
 
 PREPACKED = (
@@ -282,11 +297,13 @@ STACK = (
              "products worth threads alone but too few to share out evenly (rules._each_on_all_workers)",
              lambda p: p.workers > 1 and _stack_worth_threads(p) and rules._each_on_all_workers(
                  p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype),
-             _stack_worth_threads, _stack_serial, _stack_each_parallel),
+             _stack_worth_threads, _stack_serial, _stack_each_parallel, serial_entries=_STACK,
+             parallel_entries=(entries.BATCH_EACH_PARALLEL,)),
     Strategy("stack tasks", "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
-             lambda p: p.workers > 1 and _stack_worth_threads(p), _stack_worth_threads, _stack_serial, _stack_tasks),
+             lambda p: p.workers > 1 and _stack_worth_threads(p), _stack_worth_threads, _stack_serial, _stack_tasks,
+             serial_entries=_STACK, parallel_entries=(entries.BATCH_TASKS,)),
     Strategy("stack serial", "every other stack: the products one after the other", lambda p: True, None,
-             _stack_serial),
+             _stack_serial, serial_entries=_STACK),
 )
 
 

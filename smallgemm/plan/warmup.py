@@ -1,0 +1,156 @@
+"""First use in seconds: products run on the first-use driver while their entries compile elsewhere.
+
+A strategy's entries take 5-30 s each to compile cold (``benchmarks/compile_time.py``).
+When a product needs an entry that is neither loaded nor in Numba's on-disk cache,
+it runs instead on ``drivers.chain`` (about a second to compile, a quarter to a third
+of the peak), and the missing entries compile in a separate process,
+``python -m smallgemm compile``, which fills the cache.  Once that process is done,
+the next product loads them (a fraction of a second) and runs at full speed.  Products
+are exact, so both drivers give the same bits: only the time differs.
+
+The tier applies to exact products whose B is an array (not ``pack``'s panels) up to
+``FIRST_USE_MAX_VOLUME`` multiply-adds; anything else compiles in process, as does every
+product when ``SMALLGEMM_FIRST_USE=compile``.  One compile process runs at a time per
+process, and the command holds a lock in the cache folder, so processes started together
+compile each entry once.  A compile process that outlives its parent finishes and
+leaves the cache filled for the next one.  A fork forgets the parent's compile process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from . import entries
+from .entry import Entry
+
+BACKGROUND, COMPILE = "background", "compile"
+MODE = os.environ.get("SMALLGEMM_FIRST_USE", BACKGROUND)
+if MODE not in (BACKGROUND, COMPILE):
+    raise ValueError(f"SMALLGEMM_FIRST_USE must be {BACKGROUND!r} or {COMPILE!r}, not {MODE!r}")
+
+# The largest product (multiply-adds, a stack's in all) the first-use driver takes: about
+# a second at its speed, against the seconds that compiling would cost anyway.
+FIRST_USE_MAX_VOLUME = 1 << 34
+# How often an entry that another process compiles is looked for in the cache, in seconds.
+RECHECK_SECONDS = 0.5
+
+_NO_OFFSETS = np.zeros(1, np.int64)
+
+
+class _Compiles:
+    """This process's compile process, the entries it compiles and those still to ask for."""
+
+    def __init__(self):
+        self.process: subprocess.Popen | None = None
+        self.compiling: set[tuple[str, str, str]] = set()  # (entry name, kernel name, dtype name)
+        self.queued: list[tuple[str, str, str]] = []
+        self.done: set[tuple[str, str, str]] = set()
+        self.failed: set[tuple[str, str, str]] = set()
+        self.checked: dict[tuple[str, str, str], float] = {}
+
+
+_state = _Compiles()
+_NAMES = {id(entry): name for name, entry in entries.ALL.items()}
+
+
+def _forget_after_fork() -> None:
+    global _state
+    _state = _Compiles()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _key(entry: Entry, kernel, dtype: np.dtype) -> tuple[str, str, str]:
+    return _NAMES[id(entry)], kernel.name, dtype.name
+
+
+def _pump(start: bool = True) -> None:
+    """Note a finished compile process and, with ``start``, start the next one for the
+    queued entries of one kernel and dtype."""
+    state = _state
+    if state.process is not None:
+        code = state.process.poll()
+        if code is None:
+            return
+        if code == 0:
+            state.done |= state.compiling
+        else:
+            state.failed |= state.compiling
+        state.process = None
+        state.compiling = set()
+    if not start or not state.queued:
+        return
+    _, kernel_name, dtype_name = state.queued[0]
+    batch = [key for key in state.queued if key[1:] == (kernel_name, dtype_name)]
+    state.queued = [key for key in state.queued if key not in batch]
+    command = [sys.executable, "-m", "smallgemm", "compile", "--quiet", "--kernel", kernel_name,
+               "--dtype", dtype_name, "--entry", ",".join(name for name, _, _ in batch)]
+    try:
+        state.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, env={**os.environ, "SMALLGEMM_FIRST_USE": COMPILE})
+    except OSError:
+        state.failed.update(batch)
+        return
+    state.compiling = set(batch)
+
+
+def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool:
+    """Whether ``entry.get`` would be quick now: the entry is loaded or in the on-disk cache,
+    its compile failed elsewhere (``get`` then compiles, or says why it cannot), or products
+    compile in process.  Otherwise its compile is asked for (and, with ``start``, started
+    if no other is running), and the answer is False."""
+    if MODE == COMPILE or kernel.gemv.lane_sums or entry.ready(kernel, dtype):
+        return True  # the compile command compiles only the exact kernels: lane-wise sums compile here
+    _pump(start)
+    key = _key(entry, kernel, dtype)
+    state = _state
+    if key in state.failed:
+        return True
+    if key in state.compiling:
+        return False
+    finished = key in state.done
+    now = time.monotonic()
+    if not finished and now - state.checked.get(key, -RECHECK_SECONDS) < RECHECK_SECONDS:
+        return False
+    state.checked[key] = now
+    if entry.cached(kernel, dtype):
+        return True
+    if finished:  # compiled, yet not in the cache (none is writable): compile here
+        state.failed.add(key)
+        return True
+    if key not in state.queued:
+        state.queued.append(key)
+    if start:
+        _pump()
+    return False
+
+
+def ran_first(needed: tuple[Entry, ...], p) -> bool:
+    """Compute the placed problem ``p`` on the first-use driver if one of the ``needed``
+    entries cannot be fetched quickly (``fetchable``, which asks for its compile); True if it did."""
+    prep = p.prep
+    kernel, dtype = prep.kernel, prep.dtype
+    if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed):
+        return False
+    if prep.lane_sums or not isinstance(p.b, np.ndarray):
+        return False  # products not exact, or B packed: only the tuned drivers compute them
+    count = 1 if p.offsets is None else len(p.offsets[2])
+    if count * p.m * p.n * p.k > FIRST_USE_MAX_VOLUME:
+        return False
+    waiting = [entry for entry in needed if not fetchable(entry, kernel, dtype, start=False)]
+    _pump()  # one compile process for all of them
+    if not waiting:
+        return False
+    offsets = (_NO_OFFSETS,) * 3 if p.offsets is None else p.offsets
+    continue_chain = p.offsets is None and p.alpha == 1 and p.beta == 1
+    entries.FIRST_USE.get(kernel, dtype)(
+        prep.shape, prep.scalar(p.alpha), prep.scalar(p.beta), p.a, p.b, p.c, *offsets, continue_chain
+    )
+    return True
