@@ -1,4 +1,4 @@
-"""Command line: ``python -m smallgemm bench [--ladder] | info | tune | explain``."""
+"""Command line: ``python -m smallgemm bench [--ladder] | info | compile | tune | explain``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _info(args) -> int:
     if not args.no_peak:
         print(format_peak(peak()))
     return 0
+
+
+def _compile(args) -> int:
+    from .api import precompile
+
+    return precompile.main(args.kernel, args.all, args.dtype, args.entry, args.quiet)
 
 
 def _ints(text: str) -> list[int]:
@@ -117,6 +123,14 @@ def main(argv=None) -> int:
     i = sub.add_parser("info", help="CPU, kernel, block sizes, threads and versions")
     i.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak and bandwidth (~2 s)")
     i.set_defaults(func=_info)
+    c = sub.add_parser("compile", help="compile the entries into Numba's cache ahead of first use")
+    c.add_argument("--dtype", choices=["float32", "float64"], help="one dtype (default: both)")
+    chosen = c.add_mutually_exclusive_group()
+    chosen.add_argument("--kernel", choices=[k.name for k in KERNELS], help="a kernel (default: the one in use)")
+    chosen.add_argument("--all", action="store_true", help="every kernel")
+    c.add_argument("--entry", help="comma-separated entry names (default: all; see `info`)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    c.set_defaults(func=_compile)
     t = sub.add_parser("tune", help="search block sizes (validated before timed) and write the configuration")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     t.add_argument("--kernel", choices=[k.name for k in KERNELS],

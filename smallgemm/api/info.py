@@ -11,6 +11,7 @@ import numpy as np
 from ..machine import compile_cache, cpu, threading_layer, threads
 from ..plan import dispatch, rules
 from ..version import __version__
+from . import precompile
 
 
 def info() -> dict:
@@ -37,7 +38,10 @@ def info() -> dict:
             "threading_layer": threading_layer.describe(),
         },
         "versions": {"numba": numba.__version__, "llvmlite": llvmlite.__version__, "numpy": np.__version__},
-        "compile_cache": compile_cache.describe(os.path.dirname(__file__)),
+        "compile_cache": {
+            **compile_cache.describe(os.path.dirname(__file__)),
+            "compiled": {dt: precompile.cache_status(kernel, np.dtype(dt)) for dt in ("float32", "float64")},
+        },
     }
 
 
@@ -69,6 +73,10 @@ def format_info(data: dict) -> str:
     lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
     cache = data["compile_cache"]
     lines.append(f"compile cache  {cache['directory'] or 'none (not writable)'} (sources {cache['stamp'][:12]})")
+    for dt, status in cache["compiled"].items():
+        missing = [name for name, ready in status.items() if not ready]
+        lines.append(f"compiled       {dt}: {len(status) - len(missing)} of {len(status)} entries"
+                     + (f"; not yet: {', '.join(missing)}" if missing else ""))
     return "\n".join(lines)
 
 

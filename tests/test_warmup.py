@@ -1,0 +1,188 @@
+"""First use: the first-use driver's bits, the compile process that fills the cache, the command.
+
+The test process runs with ``SMALLGEMM_FIRST_USE=compile`` (conftest); the tier is
+tested here in processes started with ``background`` and an empty cache of their own.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from conftest import DTYPES, KERNEL_NAMES, forced_kernel
+from reference import chain_reference
+
+from smallgemm.plan import dispatch, entries, warmup
+
+SHAPES = [(1, 1, 1), (1, 7, 33), (5, 1, 3), (4, 300, 257), (9, 17, 600), (33, 65, 31)]
+
+
+def _first_use(kernel, dtype, alpha, a, b, beta, c, offsets=None, continue_chain=False):
+    zero = np.zeros(1, np.int64)
+    offsets = offsets or (zero, zero, zero)
+    entries.FIRST_USE.get(kernel, np.dtype(dtype))(
+        kernel.shape, dtype(alpha), dtype(beta), a, b, c, *offsets, continue_chain
+    )
+
+
+@pytest.mark.parametrize("kernel_name", KERNEL_NAMES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_first_use_driver_gives_the_exact_bits(kernel_name, dtype):
+    """Every layout and edge, alpha and beta, the continued chain: the scalar FMA chain's bits."""
+    rng = np.random.default_rng(5)
+    with forced_kernel(kernel_name) as kernel:
+        for m, k, n in SHAPES:
+            a = rng.standard_normal((m, k)).astype(dtype)
+            b = rng.standard_normal((k, n)).astype(dtype)
+            c0 = rng.standard_normal((m, n)).astype(dtype)
+            layouts = [(a, b), (np.asfortranarray(a), np.asfortranarray(b)), (a.T.copy().T, b.T.copy().T)]
+            wide_a = rng.standard_normal((m, 2 * k)).astype(dtype)
+            wide_a[:, ::2] = a
+            layouts.append((wide_a[:, ::2], b[::-1][::-1]))
+            for x, y in layouts:
+                for alpha, beta in [(1.0, 0.0), (2.5, 0.0), (2.5, -0.5)]:
+                    c = np.full((m, n), np.nan, dtype) if beta == 0 else c0.copy()
+                    _first_use(kernel, dtype, alpha, x, y, beta, c)
+                    assert np.array_equal(c, chain_reference(alpha, a, b, beta, c0)), (m, k, n, alpha, beta)
+                out = np.empty((n, m), dtype).T  # a column-major C
+                out[...] = c0
+                _first_use(kernel, dtype, 1.0, x, y, 1.0, out, continue_chain=True)
+                assert np.array_equal(out, chain_reference(1.0, a, b, 1.0, c0)), (m, k, n)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_first_use_driver_takes_a_stack_by_offsets(dtype):
+    """A broadcast stack: each matrix by its element offset from the first."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((3, 5, 40)).astype(dtype)
+    b = rng.standard_normal((40, 7)).astype(dtype)
+    c = np.empty((3, 5, 7), dtype)
+    item = a.itemsize
+    offsets = (np.arange(3, dtype=np.int64) * (a.strides[0] // item), np.zeros(3, np.int64),
+               np.arange(3, dtype=np.int64) * (c.strides[0] // item))
+    with forced_kernel(KERNEL_NAMES[-1]) as kernel:
+        _first_use(kernel, dtype, 1.0, a[0], b, 0.0, c[0], offsets)
+    for t in range(3):
+        assert np.array_equal(c[t], chain_reference(1.0, a[t], b))
+
+
+BACKGROUND = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    import smallgemm
+    from reference import chain_reference
+    from smallgemm.plan import dispatch, entries, warmup
+
+    smallgemm.set_num_threads(1)
+    kernel, f32 = dispatch.current(), np.dtype(np.float32)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = np.asfortranarray(rng.standard_normal((200, 250)).astype(np.float32))
+    assert smallgemm.explain(a, b).strategy == "blocked", smallgemm.explain(a, b)
+    start = time.perf_counter()
+    first = smallgemm.matmul(a, b)
+    print("first product s", round(time.perf_counter() - start, 2))
+    assert np.array_equal(first, chain_reference(1.0, a, b))
+    assert not entries.BLOCKED.ready(kernel, f32)
+    assert warmup._state.compiling == {{("BLOCKED", kernel.name, "float32")}}, warmup._state.compiling
+    assert warmup._state.process.wait(timeout=300) == 0
+    again = smallgemm.matmul(a, b)
+    assert entries.BLOCKED.ready(kernel, f32)  # loaded from the cache the compile process filled
+    assert np.array_equal(again, first)
+    print("ok")
+""")
+
+
+def test_products_run_first_while_their_entry_compiles_elsewhere(tmp_path):
+    """Empty cache, default tier: the first blocked product runs on the first-use driver
+    while ``python -m smallgemm compile`` compiles BLOCKED; the next one loads it. Same bits."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SMALLGEMM_FIRST_USE": "background"}
+    script = BACKGROUND.format(tests=os.path.dirname(__file__))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("ok")
+
+
+class _FakeProcess:
+    def __init__(self, code):
+        self.code = code
+
+    def poll(self):
+        return self.code
+
+
+def test_a_failed_or_unsaved_compile_falls_back_to_compiling_here(monkeypatch):
+    """A compile process that fails, or that succeeds without filling the cache, lets the
+    entry compile in this process rather than wait for it forever."""
+    entry, kernel, f32 = entries.SCALE_ADD, dispatch.current(), np.dtype(np.float32)
+    monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
+    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
+    monkeypatch.setattr(entry, "ready", lambda kernel, dtype: False)
+    monkeypatch.setattr(entry, "cached", lambda kernel, dtype: False)
+    started = []
+
+    def popen(command, **kwargs):
+        started.append(command)
+        return _FakeProcess(None)
+
+    monkeypatch.setattr(warmup.subprocess, "Popen", popen)
+    assert not warmup.fetchable(entry, kernel, f32)
+    assert started[0][-2:] == ["--entry", "SCALE_ADD"] and "--quiet" in started[0]
+    assert not warmup.fetchable(entry, kernel, f32)  # still compiling
+    assert len(started) == 1
+    key = ("SCALE_ADD", kernel.name, "float32")
+    for code, outcome in [(3, "failed"), (0, "unsaved")]:
+        warmup._state = warmup._Compiles()
+        warmup._state.compiling, warmup._state.process = {key}, _FakeProcess(code)
+        assert warmup.fetchable(entry, kernel, f32), outcome
+        assert key in warmup._state.failed and warmup._state.process is None, outcome
+
+
+def test_a_fork_forgets_the_parents_compile_process():
+    """A forked child neither polls nor waits for its parent's compile process."""
+    script = textwrap.dedent("""
+        import os
+        from smallgemm.plan import warmup
+        warmup._state.compiling = {("BLOCKED", "avx2", "float32")}
+        warmup._state.queued = [("PARALLEL", "avx2", "float32")]
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if not warmup._state.compiling and not warmup._state.queued else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert warmup._state.compiling  # the parent's own state is kept
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_compile_command_fills_the_cache_and_info_says_so(tmp_path):
+    """``compile --entry`` shows its progress and fills an empty cache; ``info`` then counts
+    those entries compiled; a second run finds them cached; an unknown name is an error."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+
+    def smallgemm_cli(*args):
+        return subprocess.run([sys.executable, "-m", "smallgemm", *args], capture_output=True, text=True,
+                              env=env, timeout=600)
+
+    first = smallgemm_cli("compile", "--dtype", "float32", "--entry", "SCALE_ADD,FIRST_USE")
+    assert first.returncode == 0, first.stderr
+    progress = first.stderr.splitlines()
+    assert len(progress) == 2 and progress[0].startswith("[") and " 1/2 " in progress[0], first.stderr
+    assert "SCALE_ADD" in progress[0] and "FIRST_USE" in progress[1] and " 2/2 " in progress[1]
+    assert "2 entries compiled, 0 already cached" in first.stdout
+    assert str(tmp_path) in first.stdout
+    info = smallgemm_cli("info", "--no-peak")
+    assert info.returncode == 0, info.stderr
+    total = len(entries.ALL)
+    assert f"compiled       float32: 2 of {total} entries" in info.stdout, info.stdout
+    assert f"compiled       float64: 0 of {total} entries" in info.stdout
+    second = smallgemm_cli("compile", "--dtype", "float32", "--entry", "SCALE_ADD,FIRST_USE")
+    assert "0 entries compiled, 2 already cached" in second.stdout, second.stdout
+    unknown = smallgemm_cli("compile", "--entry", "NOPE")
+    assert unknown.returncode == 2 and "unknown entries ['NOPE']" in unknown.stderr
