@@ -14,7 +14,8 @@ import pytest
 from conftest import DTYPES, KERNEL_NAMES, forced_kernel
 from reference import chain_reference
 
-from smallgemm.plan import dispatch, entries, warmup
+import smallgemm
+from smallgemm.plan import blocking, dispatch, entries, rules, runners, warmup
 
 SHAPES = [(1, 1, 1), (1, 7, 33), (5, 1, 3), (4, 300, 257), (9, 17, 600), (33, 65, 31)]
 
@@ -74,7 +75,8 @@ BACKGROUND = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import smallgemm
     from reference import chain_reference
-    from smallgemm.plan import dispatch, entries, warmup
+    import smallgemm
+from smallgemm.plan import blocking, dispatch, entries, rules, runners, warmup
 
     smallgemm.set_num_threads(1)
     kernel, f32 = dispatch.current(), np.dtype(np.float32)
@@ -186,3 +188,51 @@ def test_compile_command_fills_the_cache_and_info_says_so(tmp_path):
     assert "0 entries compiled, 2 already cached" in second.stdout, second.stdout
     unknown = smallgemm_cli("compile", "--entry", "NOPE")
     assert unknown.returncode == 2 and "unknown entries ['NOPE']" in unknown.stderr
+
+
+@pytest.mark.parametrize("kernel_name", KERNEL_NAMES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_packed_b_reads_back_as_itself(kernel_name, dtype):
+    """``PackedMatrix.unpacked`` inverts ``pack``: several NC slices and KC blocks, ragged edges."""
+    rng = np.random.default_rng(7)
+    with forced_kernel(kernel_name) as kernel:
+        nr = kernel.nr(np.dtype(dtype))
+        try:
+            rules.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(mc=kernel.mr(), nc=2 * nr, kc=5))
+            for k, n in [(1, 1), (5, 2 * nr), (12, 2 * nr + 1), (11, 5 * nr - 3)]:
+                b = rng.standard_normal((k, n)).astype(dtype)
+                assert np.array_equal(smallgemm.pack(b).unpacked(), b), (k, n)
+                assert np.array_equal(smallgemm.pack(b.T.copy(), trans=True).unpacked(), b), (k, n)
+        finally:
+            rules.set_block_sizes(kernel, np.dtype(dtype), None)
+
+
+@pytest.mark.parametrize("rows", [2, 40])
+def test_a_prepacked_product_runs_first_on_b_read_back(monkeypatch, rows):
+    """While the prepacked entries compile elsewhere, a product with a packed B runs on the
+    first-use driver, with the bits of the tuned drivers (the chain rule)."""
+    kernel, f64 = dispatch.current(), np.dtype(np.float64)
+    prepacked = (entries.PREPACKED, entries.PREPACKED_ROWS, entries.PREPACKED_PARALLEL,
+                 entries.PREPACKED_ROWS_PARALLEL)
+    monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
+    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
+    monkeypatch.setattr(warmup, "_pump", lambda start=True: None)
+    warmup._state.compiling = {(name, kernel.name, "float64") for name in entries.ALL}
+    for entry in prepacked:
+        monkeypatch.setattr(entry, "ready", lambda kernel, dtype: False)
+
+    def not_now(*args):
+        raise AssertionError("a tuned prepacked driver ran")
+
+    monkeypatch.setattr(runners, "run_prepacked", not_now)
+    monkeypatch.setattr(runners, "run_prepacked_parallel", not_now)
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((rows, 70))
+    b = rng.standard_normal((70, 90))
+    c0 = rng.standard_normal((rows, 90))
+    packed = smallgemm.pack(b)
+    assert np.array_equal(smallgemm.matmul(a, packed), chain_reference(1.0, a, b))
+    c = c0.copy()
+    smallgemm.gemm(2.0, a, packed, beta=-1.5, c=c, overwrite_c=True)
+    assert np.array_equal(c, chain_reference(2.0, a, b, -1.5, c0))
+    assert not any(entry.ready(kernel, f64) for entry in prepacked)

@@ -281,12 +281,14 @@ PREPACKED = (
              _few_prepacked, lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, True), chains_in_c=True),
+                                                      p.c, p.workers, True), chains_in_c=True,
+             serial_entries=(entries.PREPACKED_ROWS,), parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,)),
     Strategy("prepacked", "the blocked loops with B packed ahead", lambda p: True,
              lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
              lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
              lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, False), chains_in_c=True),
+                                                      p.c, p.workers, False), chains_in_c=True,
+             serial_entries=(entries.PREPACKED,), parallel_entries=(entries.PREPACKED_PARALLEL,)),
 )
 
 STACK = (

@@ -8,7 +8,7 @@ of the peak), and the missing entries compile in a separate process,
 the next product loads them (a fraction of a second) and runs at full speed.  Products
 are exact, so both drivers give the same bits: only the time differs.
 
-The tier applies to exact products whose B is an array (not ``pack``'s panels) up to
+The tier applies to exact products (a ``pack``ed B is read back from its panels) up to
 ``FIRST_USE_MAX_VOLUME`` multiply-adds; anything else compiles in process, as does every
 product when ``SMALLGEMM_FIRST_USE=compile``.  One compile process runs at a time per
 process, and the command holds a lock in the cache folder, so processes started together
@@ -139,8 +139,8 @@ def ran_first(needed: tuple[Entry, ...], p) -> bool:
     kernel, dtype = prep.kernel, prep.dtype
     if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed):
         return False
-    if prep.lane_sums or not isinstance(p.b, np.ndarray):
-        return False  # products not exact, or B packed: only the tuned drivers compute them
+    if prep.lane_sums:
+        return False  # products not exact: only the tuned drivers give their bits
     count = 1 if p.offsets is None else len(p.offsets[2])
     if count * p.m * p.n * p.k > FIRST_USE_MAX_VOLUME:
         return False
@@ -150,7 +150,8 @@ def ran_first(needed: tuple[Entry, ...], p) -> bool:
         return False
     offsets = (_NO_OFFSETS,) * 3 if p.offsets is None else p.offsets
     continue_chain = p.offsets is None and p.alpha == 1 and p.beta == 1
+    b = p.b if isinstance(p.b, np.ndarray) else p.b.unpacked()  # a ``pack``ed B, read back
     entries.FIRST_USE.get(kernel, dtype)(
-        prep.shape, prep.scalar(p.alpha), prep.scalar(p.beta), p.a, p.b, p.c, *offsets, continue_chain
+        prep.shape, prep.scalar(p.alpha), prep.scalar(p.beta), p.a, b, p.c, *offsets, continue_chain
     )
     return True
