@@ -44,6 +44,8 @@ import smallgemm
 from smallgemm.machine import cpu
 from smallgemm.tools import bench
 
+smallgemm.set_first_use("compile")  # rounds time the tuned drivers, compiled before the first round
+
 SMALL_DIVISOR = 64
 ALL_CORES = cpu.core_count()
 

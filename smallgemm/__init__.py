@@ -37,6 +37,7 @@ from .api.peak import peak
 from .machine.threads import get_num_threads, num_threads, set_num_threads
 from .machine import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
 from .plan.rules import set_config_loader as _set_config_loader
+from .plan.warmup import get_first_use, set_first_use
 from .tune.record import apply_configured as _apply_configured
 
 _set_config_loader(_apply_configured)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
@@ -48,6 +49,7 @@ __all__ = [
     "gemm",
     "get_batch_invariant",
     "get_exact",
+    "get_first_use",
     "get_kernel",
     "get_num_threads",
     "info",
@@ -58,6 +60,7 @@ __all__ = [
     "peak",
     "set_batch_invariant",
     "set_exact",
+    "set_first_use",
     "set_kernel",
     "set_num_threads",
     "use_kernel",

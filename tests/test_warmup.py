@@ -236,3 +236,17 @@ def test_a_prepacked_product_runs_first_on_b_read_back(monkeypatch, rows):
     smallgemm.gemm(2.0, a, packed, beta=-1.5, c=c, overwrite_c=True)
     assert np.array_equal(c, chain_reference(2.0, a, b, -1.5, c0))
     assert not any(entry.ready(kernel, f64) for entry in prepacked)
+
+
+def test_the_first_use_mode_is_set_and_checked(monkeypatch):
+    """``set_first_use`` switches the tier; a wrong value, set or in the environment, is refused."""
+    assert smallgemm.get_first_use() == "compile"  # conftest's environment
+    monkeypatch.setattr(warmup, "MODE", warmup.MODE)
+    smallgemm.set_first_use("background")
+    assert smallgemm.get_first_use() == "background"
+    with pytest.raises(ValueError, match="set_first_use: mode must be 'background' or 'compile', not 'later'"):
+        smallgemm.set_first_use("later")
+    assert smallgemm.get_first_use() == "background"
+    done = subprocess.run([sys.executable, "-c", "import smallgemm"], capture_output=True, text=True,
+                          env={**os.environ, "SMALLGEMM_FIRST_USE": "never"}, timeout=120)
+    assert done.returncode != 0 and "SMALLGEMM_FIRST_USE must be 'background' or 'compile', not 'never'" in done.stderr

@@ -29,9 +29,28 @@ from . import entries
 from .entry import Entry
 
 BACKGROUND, COMPILE = "background", "compile"
-MODE = os.environ.get("SMALLGEMM_FIRST_USE", BACKGROUND)
-if MODE not in (BACKGROUND, COMPILE):
-    raise ValueError(f"SMALLGEMM_FIRST_USE must be {BACKGROUND!r} or {COMPILE!r}, not {MODE!r}")
+
+
+def _checked(mode: str, source: str) -> str:
+    if mode not in (BACKGROUND, COMPILE):
+        raise ValueError(f"{source} must be {BACKGROUND!r} or {COMPILE!r}, not {mode!r}")
+    return mode
+
+
+MODE = _checked(os.environ.get("SMALLGEMM_FIRST_USE", BACKGROUND), "SMALLGEMM_FIRST_USE")
+
+
+def set_first_use(mode: str) -> None:
+    """``"background"`` (the default): a product whose entries are not compiled runs on the
+    first-use driver while they compile in another process.  ``"compile"``: it compiles them
+    here first, as a benchmark wants (its first timed calls then run the tuned drivers)."""
+    global MODE
+    MODE = _checked(mode, "set_first_use: mode")
+
+
+def get_first_use() -> str:
+    """The first-use mode in force (``set_first_use``)."""
+    return MODE
 
 # The largest product (multiply-adds, a stack's in all) the first-use driver takes: about
 # a second at its speed, against the seconds that compiling would cost anyway.

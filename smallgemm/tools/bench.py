@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..plan.warmup import COMPILE, set_first_use
+
 # Square products of seed 000 (M = N, K = 1024) and the classic cube.
 DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = tuple((s, s, 1024) for s in (128, 256, 512, 1024, 2048, 4096)) + (
     (1024, 1024, 1024),
@@ -66,7 +68,10 @@ def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle
 
     With ``settle`` > 0 the calls alternate in BLOCKS blocks, each preceded by a
     pause of ``settle`` seconds and WARM_SECONDS of untimed runs (see SETTLE_SECONDS).
+    The tuned drivers are timed: products compile their entries here, never running first
+    on the first-use driver (``warmup``).
     """
+    set_first_use(COMPILE)
     for call in calls:
         call()
     timings = [Timing([]) for _ in calls]
