@@ -250,3 +250,21 @@ def test_the_first_use_mode_is_set_and_checked(monkeypatch):
     done = subprocess.run([sys.executable, "-c", "import smallgemm"], capture_output=True, text=True,
                           env={**os.environ, "SMALLGEMM_FIRST_USE": "never"}, timeout=120)
     assert done.returncode != 0 and "SMALLGEMM_FIRST_USE must be 'background' or 'compile', not 'never'" in done.stderr
+
+
+def test_explain_says_whether_the_entries_are_compiled(monkeypatch):
+    """``explain`` names the entries a product runs and whether its first call would wait."""
+    a = np.ones((300, 200), np.float32)
+    b = np.asfortranarray(np.ones((200, 250), np.float32))
+    with smallgemm.num_threads(1):
+        smallgemm.matmul(a, b)
+    assert smallgemm.explain(a, b, threads=1).compiled == "yes: BLOCKED (loaded or in the cache)"
+    monkeypatch.setattr(entries.BLOCKED, "cached", lambda kernel, dtype: False)
+    assert smallgemm.explain(a, b, threads=1).compiled == (
+        "not yet: BLOCKED; a first product compiles them (5-30 s each)")
+    monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
+    assert smallgemm.explain(a, b, threads=1).compiled == (
+        "not yet: BLOCKED; a first product runs on the first-use driver (same bits) while they compile in "
+        "another process")
+    assert "compiled     not yet: BLOCKED;" in str(smallgemm.explain(a, b, threads=1))
+    assert smallgemm.explain(a[:0], b, threads=1).compiled == "nothing to compile"

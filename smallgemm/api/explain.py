@@ -15,7 +15,7 @@ import numpy as np
 from ..drivers.parallel import task_split
 from ..drivers.unpacked import TILE_NAMES, tile_of
 from ..machine import threads as thread_setting
-from ..plan import dispatch, strategies
+from ..plan import dispatch, entries, strategies, warmup
 from .packed import PackedMatrix
 
 
@@ -34,6 +34,7 @@ class Explanation:
     tasks: str
     stack: str  # "" for one product, else the stack's row of the STACK table
     invariant: str
+    compiled: str  # whether the entries it runs are compiled, and what a first product does if not
 
     def __str__(self) -> str:
         mc, nc, kc = self.block_sizes
@@ -49,6 +50,7 @@ class Explanation:
             f"turned over  {self.turned_over or 'no'}",
             f"threads      {self.threads} ({self.tasks})",
             f"bits         {self.invariant}",
+            f"compiled     {self.compiled}",
         ]
         return "\n".join(lines)
 
@@ -95,6 +97,21 @@ def _invariant(strategy: strategies.Strategy) -> str:
                 "and unpacked products sum k in KC blocks, so bits may differ between paths and kernels")
     return ("exact: each element one FMA chain in increasing k, the same bits on every kernel, block size, "
             "thread count, batch and strategy")
+
+
+def _compiled(row: strategies.Strategy, p: strategies.Problem, workers: int) -> str:
+    needed = row.serial_entries + (row.parallel_entries if workers > 1 else ())
+    if not needed:
+        return "nothing to compile"
+    kernel, dtype = p.prep.kernel, p.dtype
+    names = [entries.name_of(entry) for entry in needed]
+    missing = [name for name, entry in zip(names, needed) if not entry.cached(kernel, dtype)]
+    if not missing:
+        return f"yes: {', '.join(names)} (loaded or in the cache)"
+    if warmup.runs_first(p):
+        return (f"not yet: {', '.join(missing)}; a first product runs on the first-use driver "
+                f"(same bits) while they compile in another process")
+    return f"not yet: {', '.join(missing)}; a first product compiles them (5-30 s each)"
 
 
 def _stack_problem(a: np.ndarray, b: np.ndarray, workers: int) -> strategies.Problem:
@@ -165,4 +182,5 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
         tasks=_tasks(stack_row or strategy, p, used),
         stack=f"{stack_row.name}: {stack_row.rule}" if stack_row is not None else "",
         invariant=_invariant(strategy),
+        compiled=_compiled(stack_row or strategy, p, used),
     )

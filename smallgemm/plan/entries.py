@@ -107,3 +107,10 @@ FIRST_USE = Entry(
 
 ALL: dict[str, Entry] = {name: value for name, value in globals().items() if isinstance(value, Entry)}
 """Every entry by its name here (``python -m smallgemm compile --entry``, ``info``)."""
+
+_NAMES = {id(entry): name for name, entry in ALL.items()}
+
+
+def name_of(entry: Entry) -> str:
+    """The entry's name in ``ALL``."""
+    return _NAMES[id(entry)]

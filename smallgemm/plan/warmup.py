@@ -74,7 +74,6 @@ class _Compiles:
 
 
 _state = _Compiles()
-_NAMES = {id(entry): name for name, entry in entries.ALL.items()}
 
 
 def _forget_after_fork() -> None:
@@ -87,7 +86,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def _key(entry: Entry, kernel, dtype: np.dtype) -> tuple[str, str, str]:
-    return _NAMES[id(entry)], kernel.name, dtype.name
+    return entries.name_of(entry), kernel.name, dtype.name
 
 
 def _pump(start: bool = True) -> None:
@@ -151,17 +150,21 @@ def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool
     return False
 
 
+def runs_first(p) -> bool:
+    """Whether the placed problem ``p`` may run on the first-use driver while its entries compile:
+    the tier is on, products exact, and ``p`` within ``FIRST_USE_MAX_VOLUME``."""
+    if MODE == COMPILE or p.prep.lane_sums:
+        return False  # products not exact: only the tuned drivers give their bits
+    count = 1 if p.offsets is None else len(p.offsets[2])
+    return count * p.m * p.n * p.k <= FIRST_USE_MAX_VOLUME
+
+
 def ran_first(needed: tuple[Entry, ...], p) -> bool:
     """Compute the placed problem ``p`` on the first-use driver if one of the ``needed``
     entries cannot be fetched quickly (``fetchable``, which asks for its compile); True if it did."""
     prep = p.prep
     kernel, dtype = prep.kernel, prep.dtype
-    if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed):
-        return False
-    if prep.lane_sums:
-        return False  # products not exact: only the tuned drivers give their bits
-    count = 1 if p.offsets is None else len(p.offsets[2])
-    if count * p.m * p.n * p.k > FIRST_USE_MAX_VOLUME:
+    if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed) or not runs_first(p):
         return False
     waiting = [entry for entry in needed if not fetchable(entry, kernel, dtype, start=False)]
     _pump()  # one compile process for all of them
