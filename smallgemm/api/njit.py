@@ -15,18 +15,20 @@ the Python API's rules for the scalars: C not read when beta == 0, C = beta*C wh
 alpha == 0, and alpha == beta == 1 continuing each chain from C.  They are always exact, so
 the bits of the Python API under ``set_exact(False)`` (lane-wise row dots, split-K) can differ.
 
-Kernel: the one in force (detected, or forced by ``SMALLGEMM_KERNEL``, ``set_kernel``,
-``use_kernel``) and the block sizes in force (``rules.block_sizes``) when the calling
-function is compiled are frozen into it: Numba types ``matmul`` and ``gemm`` each time it
-compiles a caller (``_numba_type_``), which then calls a function compiled for that kernel's
-tiles and sizes.  A caller compiled earlier keeps its kernel; no kernel changes a bit.  A
-caller with ``cache=True`` keeps the kernel it was first compiled with.  Called from Python,
-they use the kernel in force at the call.
+Kernel: the kernel in force (detected, or forced by ``SMALLGEMM_KERNEL``, ``set_kernel``,
+``use_kernel``) and the block sizes in force (``rules.block_sizes``) when Numba compiles the
+calling function are frozen into it: ``matmul`` and ``gemm`` are looked up then, inlined
+into the caller with that kernel's tile and those sizes as constants (``_FrozenAtCompile``).
+A caller compiled earlier keeps its kernel, one with ``cache=True`` the kernel it was first
+compiled with; no kernel changes a bit.  Called from Python, they use the kernel in force at
+the call.  The work is in ``_entry`` (one compiled, disk-cached function per kernel and
+dtype); each caller holds its machine code, so compiling a caller takes ~3 s more.
 
-Threads: each product runs on the calling thread (the serial blocked loops); smallgemm.njit
-never starts threads and ignores ``smallgemm.set_num_threads``.  From a ``prange`` body, each
-iteration's product runs on the thread Numba gave that iteration, so nested parallelism
-is the caller's ``prange`` alone.
+Threads: each product runs on the calling thread (the serial blocked loops, which match the
+Python API on one thread); smallgemm.njit never starts threads and ignores
+``smallgemm.set_num_threads``.  From a ``prange`` body, each iteration's product runs on the
+thread Numba gave that iteration: the caller's ``prange`` is the only parallelism, never
+nested.
 
 Workspace: each call allocates its packing buffers with one ``np.empty`` sized to the
 product (at most an MC x KC block of A and a KC x NC slice of B, plus m*n elements where C
@@ -37,13 +39,16 @@ so concurrent calls are safe.
 computed into a copy and copied back, as the Python API does).  Errors: operands that are not
 2-D float32/float64 arrays of one dtype, a read-only ``out`` or ``c``, and ``alpha`` or
 ``beta`` that are not real numbers fail when the caller is compiled (Numba's ``TypingError``,
-naming the argument); shapes that do not match raise ``ValueError`` at run time with the
-Python API's wording.  No dtype is converted: mix float32 and float64 by casting first.
+naming the argument); shapes that do not match raise ``ValueError`` at run time, matmul's
+in ``smallgemm.matmul``'s words.  Strides that are not whole elements (a structured array's
+field) raise ``ValueError`` too: the Python API copies such operands, here the caller does.
+No dtype is converted: mix float32 and float64 by casting first.
 """
 
 from __future__ import annotations
 
 import threading
+from types import MappingProxyType
 
 import numpy as np
 from numba import njit, types
@@ -220,9 +225,10 @@ def _in_force(index: int):
 
 
 class _FrozenAtCompile:
-    """A function for compiled callers: Numba types it as the function of the kernel and
-    block sizes in force (``_numba_type_``, read whenever it compiles a caller); called from
-    Python, it runs the one in force at the call."""
+    """A function for compiled callers, standing for the ``_compiled`` function of the kernel
+    and block sizes in force whenever Numba compiles a caller: it inlines that function's
+    Python source (``py_func``, as for ``@njit(inline="always")``), or else types the call as
+    one to it (``_numba_type_``).  Called from Python, it runs the one in force at the call."""
 
     def __init__(self, index: int, name: str, doc: str):
         self._index = index
@@ -233,6 +239,15 @@ class _FrozenAtCompile:
     @property
     def _numba_type_(self):
         return types.Dispatcher(_in_force(self._index))
+
+    # What Numba reads of a called global to inline it (a dispatcher's options and function).
+    # Inlined, compiling a caller builds the product's machine code once, not once more for a
+    # compiled function per argument types: a first caller 3 s, not 9 (warm cache).
+    targetoptions = MappingProxyType({"inline": "always"})
+
+    @property
+    def py_func(self):
+        return _in_force(self._index).py_func
 
     def __call__(self, *args):
         return _in_force(self._index)(*args)
