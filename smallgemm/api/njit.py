@@ -48,6 +48,7 @@ No dtype is converted: mix float32 and float64 by casting first.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import MappingProxyType
 
 import numpy as np
@@ -237,7 +238,7 @@ class _FrozenAtCompile:
         self.__doc__ = doc
 
     @property
-    def _numba_type_(self):
+    def _numba_type_(self) -> types.Dispatcher:
         return types.Dispatcher(_in_force(self._index))
 
     # What Numba reads of a called global to inline it (a dispatcher's options and function).
@@ -246,10 +247,10 @@ class _FrozenAtCompile:
     targetoptions = MappingProxyType({"inline": "always"})
 
     @property
-    def py_func(self):
+    def py_func(self) -> Callable:
         return _in_force(self._index).py_func
 
-    def __call__(self, *args):
+    def __call__(self, *args) -> np.ndarray:
         return _in_force(self._index)(*args)
 
     def __repr__(self) -> str:
