@@ -16,26 +16,37 @@ SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
 
 
 @njit(cache=True, inline="always")
-def byte_extent(x):
-    """(first byte, one past the last byte) that the elements of ``x`` span; (0, 0) when empty."""
-    lo = hi = x.ctypes.data
-    for d in range(x.ndim):
-        if x.shape[d] == 0:
+def byte_span(data, shape, strides, itemsize):
+    """(first byte, one past the last byte) that the elements of an array at address ``data``
+    with this shape and these strides span; (0, 0) when it is empty."""
+    lo = hi = data
+    for d in range(len(shape)):
+        if shape[d] == 0:
             return 0, 0
-        span = (x.shape[d] - 1) * x.strides[d]
+        span = (shape[d] - 1) * strides[d]
         if span < 0:
             lo += span
         else:
             hi += span
-    return lo, hi + x.itemsize
+    return lo, hi + itemsize
+
+
+@njit(cache=True, inline="always")
+def byte_extent(x):
+    """``byte_span`` of the array ``x``."""
+    return byte_span(x.ctypes.data, x.shape, x.strides, x.itemsize)
+
+
+@njit(cache=True, inline="always")
+def spans_meet(x_span, y_span):
+    """Whether two ``byte_span``s meet (NumPy's ``may_share_memory``: bounds only)."""
+    return x_span[0] < y_span[1] and y_span[0] < x_span[1]
 
 
 @njit(cache=True, inline="always")
 def may_overlap(x, y):
-    """Whether the spans of ``x`` and ``y`` meet (NumPy's ``may_share_memory``: bounds only)."""
-    x_lo, x_hi = byte_extent(x)
-    y_lo, y_hi = byte_extent(y)
-    return x_lo < y_hi and y_lo < x_hi
+    """Whether the spans of ``x`` and ``y`` meet."""
+    return spans_meet(byte_extent(x), byte_extent(y))
 
 
 @njit(cache=True, inline="always")
