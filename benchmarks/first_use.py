@@ -2,8 +2,8 @@
 
     python benchmarks/first_use.py [--dtype float32] [--mode background|compile]
 
-Each strategy's first product is timed in a fresh process with an empty Numba cache
-(``cold``); then all of them one after the other in one such process (``all``); then,
+Each strategy's first product (with its setup: ``pack`` for the prepacked ones) is timed
+from after ``import smallgemm`` in a fresh process with an empty Numba cache (``cold``); then all of them one after the other in one such process (``all``); then,
 after ``python -m smallgemm compile --dtype D`` filled a cache, the first product in a
 fresh process that loads it (``warm``).  ``--mode`` sets ``SMALLGEMM_FIRST_USE``
 (``background``, the default: products run on the first-use driver while their entries
@@ -37,28 +37,28 @@ CASES = [
 
 SCRIPT = """
 import time
-start = time.perf_counter()
 import numpy as np
 import smallgemm as sg
 rng = np.random.default_rng(0)
 r = lambda shape: rng.standard_normal(shape).astype(np.{dtype})
-{setup}
+"""
+# Timed: the setup (which packs, for the prepacked products) and the first product.
+CASE = """
 begin = time.perf_counter()
+{setup}
 run()
-print(f"{{time.perf_counter() - begin:.2f}} {{begin - start:.2f}}")
+print(f"{{time.perf_counter() - begin:.2f}}")
 """
 
 
-def first_product(setups: list[str], dtype: str, cache: str, mode: str) -> list[tuple[float, float]]:
-    """(seconds of the first product, seconds of import and setup) for each setup, in one process."""
-    runs = "\n".join(f"{setup}\nbegin = time.perf_counter(); run(); "
-                     f"print(f'{{time.perf_counter() - begin:.2f}} 0')" for setup in setups[1:])
+def first_product(setups: list[str], dtype: str, cache: str, mode: str) -> list[float]:
+    """Seconds from after ``import smallgemm`` to the end of each setup's first product, in one process."""
     # The compile process left running would share the cores with the next measurement.
     stop = "\nfrom smallgemm.plan import warmup\nwarmup._state.process and warmup._state.process.kill()\n"
-    script = SCRIPT.format(dtype=dtype, setup=setups[0]) + runs + stop
+    script = SCRIPT.format(dtype=dtype) + "".join(CASE.format(setup=setup) for setup in setups) + stop
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "SMALLGEMM_FIRST_USE": mode}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    return [tuple(float(x) for x in line.split()) for line in done.stdout.split("\n") if line.strip()]
+    return [float(line) for line in done.stdout.split()]
 
 
 def main() -> None:
@@ -73,12 +73,12 @@ def main() -> None:
                        env={**os.environ, "NUMBA_CACHE_DIR": warm_cache}, check=True)
         for label, setup in CASES:
             with tempfile.TemporaryDirectory() as cold_cache:
-                (cold, _), = first_product([setup], args.dtype, cold_cache, args.mode)
-            (warm, _), = first_product([setup], args.dtype, warm_cache, args.mode)
+                cold, = first_product([setup], args.dtype, cold_cache, args.mode)
+            warm, = first_product([setup], args.dtype, warm_cache, args.mode)
             print(f"| {label} | {cold:.2f} | {warm:.2f} |", flush=True)
     with tempfile.TemporaryDirectory() as cold_cache:
         times = first_product([setup for _, setup in CASES], args.dtype, cold_cache, args.mode)
-    print(f"| all of them in one process, one after the other | {sum(t for t, _ in times):.2f} | |")
+    print(f"| all of them in one process, one after the other | {sum(times):.2f} | |")
 
 
 if __name__ == "__main__":

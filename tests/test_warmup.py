@@ -15,7 +15,7 @@ from conftest import DTYPES, KERNEL_NAMES, forced_kernel
 from reference import chain_reference
 
 import smallgemm
-from smallgemm.plan import blocking, dispatch, entries, rules, runners, warmup
+from smallgemm.plan import blocking, dispatch, entries, packed_layout, rules, runners, warmup
 
 SHAPES = [(1, 1, 1), (1, 7, 33), (5, 1, 3), (4, 300, 257), (9, 17, 600), (33, 65, 31)]
 
@@ -76,7 +76,7 @@ BACKGROUND = textwrap.dedent("""
     import smallgemm
     from reference import chain_reference
     import smallgemm
-from smallgemm.plan import blocking, dispatch, entries, rules, runners, warmup
+from smallgemm.plan import blocking, dispatch, entries, packed_layout, rules, runners, warmup
 
     smallgemm.set_num_threads(1)
     kernel, f32 = dispatch.current(), np.dtype(np.float32)
@@ -192,8 +192,10 @@ def test_compile_command_fills_the_cache_and_info_says_so(tmp_path):
 
 @pytest.mark.parametrize("kernel_name", KERNEL_NAMES)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_a_packed_b_reads_back_as_itself(kernel_name, dtype):
-    """``PackedMatrix.unpacked`` inverts ``pack``: several NC slices and KC blocks, ragged edges."""
+def test_the_packed_layout_in_numpy_is_the_compiled_one(kernel_name, dtype):
+    """``packed_layout.pack_into`` writes every element the compiled packing writes (padding
+    included), and ``PackedMatrix.unpacked`` reads B back: several NC slices and KC blocks,
+    ragged edges, a transposed B."""
     rng = np.random.default_rng(7)
     with forced_kernel(kernel_name) as kernel:
         nr = kernel.nr(np.dtype(dtype))
@@ -201,10 +203,22 @@ def test_a_packed_b_reads_back_as_itself(kernel_name, dtype):
             rules.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(mc=kernel.mr(), nc=2 * nr, kc=5))
             for k, n in [(1, 1), (5, 2 * nr), (12, 2 * nr + 1), (11, 5 * nr - 3)]:
                 b = rng.standard_normal((k, n)).astype(dtype)
-                assert np.array_equal(smallgemm.pack(b).unpacked(), b), (k, n)
-                assert np.array_equal(smallgemm.pack(b.T.copy(), trans=True).unpacked(), b), (k, n)
+                for packed, op in [(smallgemm.pack(b), b), (smallgemm.pack(b.T.copy(), trans=True), b)]:
+                    data = np.full_like(packed.data, np.nan)
+                    packed_layout.pack_into(op, nr, packed.kc, packed.nc, data)
+                    assert np.array_equal(data, packed.data), (k, n)
+                    assert np.array_equal(packed.unpacked(), b), (k, n)
         finally:
             rules.set_block_sizes(kernel, np.dtype(dtype), None)
+
+
+def test_pack_packs_in_numpy_while_its_entry_compiles(monkeypatch):
+    """Before PACK is compiled, ``pack`` writes the layout in NumPy: the same data."""
+    b = np.random.default_rng(9).standard_normal((300, 70)).astype(np.float32)
+    compiled = smallgemm.pack(b).data
+    monkeypatch.setattr(warmup, "fetchable", lambda entry, kernel, dtype, start=True: entry is not entries.PACK)
+    monkeypatch.setattr(entries.PACK, "get", lambda kernel, dtype: pytest.fail("PACK ran"))
+    assert np.array_equal(smallgemm.pack(b).data, compiled)
 
 
 @pytest.mark.parametrize("rows", [2, 40])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import kernel_by_name
-from ..plan import dispatch, rules, runners
+from ..plan import dispatch, packed_layout, rules, runners
 from ..plan.workspace import aligned_empty
 
 
@@ -45,18 +45,8 @@ class PackedMatrix:
     def unpacked(self) -> np.ndarray:
         """B again (k x n, C order), read back from the panels: for the first-use driver
         (``plan.warmup``), which reads operands as matrices."""
-        k, n = self.shape
-        b = np.empty((k, n), self.dtype)
         nr = kernel_by_name(self.kernel_name).nr(self.dtype)
-        for jc in range(0, n, self.nc):
-            cols = min(self.nc, n - jc)
-            width = -(-cols // nr) * nr
-            for pc in range(0, k, self.kc):
-                depth = min(self.kc, k - pc)
-                start = jc * k + pc * width  # drivers.blocked.packed_slice
-                panels = self.data[start:start + depth * width].reshape(width // nr, depth, nr)
-                b[pc:pc + depth, jc:jc + cols] = panels.transpose(1, 0, 2).reshape(depth, width)[:, :cols]
-        return b
+        return packed_layout.unpack(self.data, *self.shape, nr, self.kc, self.nc)
 
     def check_usable(self) -> None:
         """Raise ValueError unless the current kernel and block sizes are the ones packed for."""

@@ -15,7 +15,7 @@ import numpy as np
 from ..drivers.parallel import NO_LOG
 from ..kernels import Kernel
 from ..machine import threads
-from . import blocking, entries, prepared, rules, workspace
+from . import blocking, entries, packed_layout, prepared, rules, warmup, workspace
 
 # One parallel product at a time: Numba's workqueue layer cannot launch two at
 # once, and two products each using every core would oversubscribe them.  A
@@ -181,7 +181,11 @@ def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool)
 
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
     """Pack all of ``b`` (k x n, one float dtype, whole-element strides) into ``data``
-    in the layout the prepacked drivers read (``blocked.packed_slice``)."""
+    in the layout the prepacked drivers read (``blocked.packed_slice``): in NumPy while the
+    compiled packing compiles in another process (``warmup``), the same elements."""
+    if not warmup.fetchable(entries.PACK, kernel, b.dtype):
+        packed_layout.pack_into(b, kernel.nr(b.dtype), sizes.kc, sizes.nc, data)
+        return
     entries.PACK.get(kernel, b.dtype)(kernel.shape, b, sizes.nc, sizes.kc, data)
 
 
