@@ -103,3 +103,10 @@ def blocked_product(a, b):
     reference bits the unpacked paths must give."""
     with configured(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0):
         return smallgemm.matmul(a, b)
+
+
+def pytest_configure(config):
+    # The markers of NumPy's test module (test_numpy_matmul_suite.py runs its TestMatmul),
+    # which NumPy's own conftest registers.
+    for marker in ("leaks_references", "slow", "thread_unsafe", "valgrind_error"):
+        config.addinivalue_line("markers", f"{marker}: one of NumPy's test markers")

@@ -1,31 +1,42 @@
 """``smallgemm.matmul``: a drop-in ``numpy.matmul``.
 
 Same semantics as NumPy: 1-D operands are promoted and the added axis removed,
-batch dimensions broadcast, the result dtype is NumPy's, ``out=`` follows the
-``same_kind`` casting rule and may overlap an input.  float32 and float64
-operands take the fast path; every other dtype (integers, bool, complex,
-float16, longdouble, object, byte-swapped) is handed to ``numpy.matmul``.
+batch dimensions broadcast, the result dtype is NumPy's (or ``dtype``'s), the
+inputs and ``out=`` follow the ``casting`` rule, ``out`` may overlap an input,
+and a new result is laid out as ``order`` says.  float32 and float64 operands
+take the fast path; every other dtype (integers, bool, complex, float16,
+longdouble, object, byte-swapped) is handed to ``numpy.matmul``, and so are
+NumPy's other keywords, and operands with their own implementation
+(``ufunc_call``, which also wraps results of ndarray subclasses as NumPy does).
 """
 
 from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
 from ..plan import prepared, rules, runners, strategies
-from ..plan.runners import run_small, run_small_stack
+from ..plan.runners import run_small_stack
+from . import ufunc_call
 from .packed import PackedMatrix
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _FAST = (_F32, _F64)
+# The casting rules that allow every cast between float32 and float64.
+_FLOAT_CASTS = ("same_kind", "unsafe")
 # Looked up once: on the small-matrix way in, each global-then-attribute lookup costs
 # ~0.03 us (these three: 0.1 us of a ~1.8 us 16x16 float32 product).
 _NDARRAY, _EMPTY = np.ndarray, np.empty
+# The per-thread holder of the last prepared state (prepared.current_prepared's fast path): the
+# small-matrix way in reads it itself as runners.run_small does, and the Python call it saves pays
+# for the keywords' dict that every call to matmul builds.
+_PREPARED = prepared._local
 
 
 def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
@@ -148,7 +159,7 @@ def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
 def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``x`` as ``dtype`` with whole-element strides (a view when it already is)."""
     if x.dtype != dtype:
-        return x.astype(dtype)  # float32 -> float64 is exact
+        return x.astype(dtype)  # float32 -> float64 is exact; float64 -> float32 only with dtype=float32
     if any(s % dtype.itemsize for s in x.strides):
         return np.ascontiguousarray(x)
     return x
@@ -183,16 +194,19 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     return c
 
 
-def matmul(
-    a: ArrayLike, b: ArrayLike | PackedMatrix, out: np.ndarray | None = None
-) -> np.ndarray | np.generic:
+def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs: Any) -> Any:
     """Matrix product with exactly ``numpy.matmul``'s semantics (see the module docstring).
 
     ``out`` may also be given positionally; it may be non-contiguous (it is
     written in place) and may overlap ``a`` or ``b``.  Returns ``out`` when
-    given, else a new array, or a NumPy scalar for a 1-D @ 1-D product.
+    given, else a new array, or a NumPy scalar for a 1-D @ 1-D product (a 0-d
+    array with ``out=...``); for ndarray subclasses, what NumPy's wrapping
+    makes of it.  ``kwargs``: NumPy's keywords for matmul, ``casting='same_kind'``,
+    ``order='K'``, ``dtype=None``, ``subok=True``, ``signature``, ``axes``,
+    ``axis`` and ``keepdims`` (see ``ufunc_call``); with a ``PackedMatrix``
+    ``b``, none.
     """
-    if type(a) is _NDARRAY and type(b) is _NDARRAY:
+    if type(a) is _NDARRAY and type(b) is _NDARRAY and not kwargs:
         # The common cases with the least Python between the call and the kernel, which
         # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the
         # operands' dtype and dimensions goes there too; the compiled way in checks its
@@ -219,7 +233,11 @@ def matmul(
                 else:
                     c = _EMPTY(a.shape[:-1] + (b.shape[1],), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
-                route = run_small(rows, b, c_rows, dtype)
+                local = _PREPARED  # runners.run_small, inline: a Python call less (~0.03 us)
+                prep = local.last if local.generation == rules._generation else None
+                if prep is None or prep.dtype is not dtype:
+                    prep = prepared.current_prepared(dtype)
+                route = prep.small(rows, b, c_rows)
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
@@ -247,18 +265,27 @@ def matmul(
             if c is not None:
                 return c
     if isinstance(b, PackedMatrix):
-        return _matmul_packed(a, b, out)
-    if not isinstance(a, np.ndarray):
-        a = np.asarray(a)
-    if not isinstance(b, np.ndarray):
-        b = np.asarray(b)
+        return _matmul_packed(a, b, out, kwargs)
+    return ufunc_call.call(_product, a, b, out, kwargs)
+
+
+def _product(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None, dtype: np.dtype | None, casting: str, order: str
+) -> np.ndarray | None:
+    """``a @ b`` computed in ``dtype`` (NumPy's of a and b when None) into ``out``, else into a
+    new array laid out as ``order`` says (NumPy's way for matmul: 'K' is 'C'; 'A' is 'F' when
+    both operands are F-contiguous), 0-d for two vectors.  None where NumPy computes it (another
+    dtype) or raises in its words (a 0-d operand, a cast ``casting`` forbids, a read-only out)."""
     da, db = a.dtype, b.dtype
     if (da is not _F32 and da is not _F64 and da not in _FAST) or (
         db is not _F32 and db is not _F64 and db not in _FAST
     ) or a.ndim == 0 or b.ndim == 0:
-        # Not ours: NumPy gives the result (or its own error, e.g. for 0-d operands).
-        return np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
-    dtype = _F64 if (da == _F64 or db == _F64) else _F32
+        return None
+    if dtype is None:
+        dtype = _F64 if (da == _F64 or db == _F64) else _F32
+    if casting not in _FLOAT_CASTS and not (np.can_cast(da, dtype, casting) and np.can_cast(db, dtype, casting)):
+        return None
+    fortran = order == "F" or (order == "A" and a.flags.f_contiguous and b.flags.f_contiguous)
 
     a_shape, b_shape = a.shape, b.shape
     vector_a, vector_b = a.ndim == 1, b.ndim == 1
@@ -286,15 +313,18 @@ def matmul(
     full_shape = batch_shape + (a.shape[-2], b.shape[-1])
     result_shape = batch_shape + ((() if vector_a else (a.shape[-2],)) + (() if vector_b else (b.shape[-1],)))
 
+    if out is not None:
+        if out.shape != result_shape:
+            raise _out_shape_error(out.shape, result_shape)
+        if not out.flags.writeable or not np.can_cast(dtype, out.dtype, casting):
+            return None
     a = _fast_operand(a, dtype)
     b = _fast_operand(b, dtype)
     if out is None:
-        c = np.empty(full_shape, dtype=dtype)
+        c = np.empty(full_shape, dtype, "F" if fortran else "C")
         _compute(a, b, c)
-        result = c.reshape(result_shape) if (vector_a or vector_b) else c
-        return result[()] if result.ndim == 0 else result
+        return c.reshape(result_shape) if (vector_a or vector_b) else c
 
-    out = _check_out(out, result_shape, dtype)
     target = out
     if vector_a:
         target = target[..., np.newaxis, :] if not vector_b else target[..., np.newaxis, np.newaxis]
@@ -305,7 +335,7 @@ def matmul(
     else:
         c = np.empty(full_shape, dtype=dtype)
         _compute(a, b, c)
-        np.copyto(target, c, casting="same_kind")
+        np.copyto(target, c, casting=casting)
     return out
 
 
@@ -322,8 +352,10 @@ def packed_left_operand(a, packed: PackedMatrix, name: str) -> np.ndarray:
     )
 
 
-def _matmul_packed(a, packed: PackedMatrix, out):
+def _matmul_packed(a, packed: PackedMatrix, out, keywords: dict):
     """``a @ B`` with B prepacked: a may be 1-D, 2-D or a stack (folded into rows)."""
+    if keywords:
+        raise TypeError(f"matmul: a PackedMatrix operand takes no keywords but out (got {', '.join(keywords)})")
     packed.check_usable()
     a = packed_left_operand(a, packed, "matmul")
     if a.ndim == 0:
