@@ -75,8 +75,7 @@ BACKGROUND = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import smallgemm
     from reference import chain_reference
-    import smallgemm
-from smallgemm.plan import blocking, dispatch, entries, packed_layout, rules, runners, warmup
+    from smallgemm.plan import dispatch, entries, warmup
 
     smallgemm.set_num_threads(1)
     kernel, f32 = dispatch.current(), np.dtype(np.float32)
