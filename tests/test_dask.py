@@ -3,8 +3,10 @@ cluster of two worker processes, bit for bit those of smallgemm on the whole arr
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import pathlib
+import random
 import signal
 import subprocess
 import sys
@@ -28,18 +30,25 @@ MEMORY_LIMIT = 400 * 2**20
 
 
 def _warm_up() -> None:
-    """The entries the workers' tasks run (one thread each), compiled here first: the workers
+    """The entries the workers' tasks run (one thread each, as here: ``one_thread``), compiled here first: the workers
     load them from the on-disk cache instead of compiling them each."""
     rng = np.random.default_rng(0)
+    for dtype in DTYPES:
+        for m, n, k in [(16, 16, 16), (64, 40, 30), (200, 300, 700)]:
+            a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+            c = smallgemm.matmul(a, b)
+            smallgemm.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)
+            sgd.tasks.finish(c, 2.5, -0.5, c.copy())
+        smallgemm.matmul(rng.standard_normal((3, 20, 30)).astype(dtype), rng.standard_normal((3, 30, 10)).astype(dtype))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The test process's own products (the references) on one thread, as the tasks run: the
+    bits do not depend on it (tests/test_threads.py), and the threaded entries are not
+    compiled for this file."""
     with smallgemm.num_threads(1):
-        for dtype in DTYPES:
-            for m, n, k in [(16, 16, 16), (64, 40, 30), (200, 300, 700)]:
-                a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-                c = smallgemm.matmul(a, b)
-                smallgemm.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)
-                sgd.tasks.finish(c, 2.5, -0.5, c.copy())
-            smallgemm.matmul(rng.standard_normal((3, 20, 30)).astype(dtype),
-                             rng.standard_normal((3, 30, 10)).astype(dtype))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +97,32 @@ def test_matmul_is_the_one_machine_product(scheduler, dtype):
     result = product.compute(**scheduler)
     assert np.array_equal(result, smallgemm.matmul(a, b))
     assert np.array_equal(result, chain_reference(1.0, a, b))
+
+
+class _ShuffledPool(concurrent.futures.ThreadPoolExecutor):
+    """Four threads on which tasks finish in a shuffled order: each waits 0-4 ms first."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(4)
+        self._rng = random.Random(seed)
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(_after, self._rng.uniform(0, 0.004), fn, *args, **kwargs)
+
+
+def _after(delay: float, fn, *args, **kwargs):
+    time.sleep(delay)
+    return fn(*args, **kwargs)
+
+
+def test_any_completion_order():
+    rng = np.random.default_rng(15)
+    a, b, c = _random(rng, (50, 900), np.float32), _random(rng, (900, 40), np.float32), _random(rng, (50, 40), np.float32)
+    product = sgd.gemm(2.5, _chunked(a, (20, 150)), _chunked(b, (150, 15)), beta=-0.5, c=c)
+    expected = smallgemm.gemm(2.5, a, b, beta=-0.5, c=c)
+    for seed in range(3):
+        with _ShuffledPool(seed) as pool:
+            assert np.array_equal(product.compute(scheduler="threads", pool=pool), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -208,23 +243,22 @@ def test_memmapped_operands_into_an_open_memmap(tmp_path):
 def test_task_threads_follow_the_scheduler(client):
     """One thread per task where a process runs several tasks at once, else smallgemm's setting."""
     probe = dask.delayed(sgd.task_threads, pure=False)
-    own = smallgemm.get_num_threads()
-    assert probe().compute(scheduler="threads", num_workers=2) == 1
-    assert probe().compute(scheduler="threads", num_workers=1) == own
-    assert probe().compute(scheduler="sync") == own
+    inside = dask.delayed(_threads_inside_a_task, pure=False)
+    with smallgemm.num_threads(3):
+        assert probe().compute(scheduler="threads", num_workers=2) == 1
+        assert inside().compute(scheduler="threads", num_workers=2) == 1
+        assert probe().compute(scheduler="threads", num_workers=1) == 3
+        assert probe().compute(scheduler="sync") == 3
+        assert inside().compute(scheduler="sync") == 3
+        a = np.random.default_rng(14).standard_normal((64, 64))
+        product = sgd.matmul(_chunked(a, 16), _chunked(a, 16)).compute(scheduler="threads", num_workers=2)
+        assert np.array_equal(product, smallgemm.matmul(a, a))
+        assert smallgemm.get_num_threads() == 3  # restored when the last task was done
     client.run(smallgemm.set_num_threads, 2)
     try:
         assert probe().compute(scheduler=client) == 2  # workers of one thread: their own setting
     finally:
         client.run(smallgemm.set_num_threads, 1)
-    with smallgemm.num_threads(3):
-        x = _chunked(np.ones((64, 64), np.float32), 16)
-        inside = dask.delayed(_threads_inside_a_task, pure=False)
-        product = sgd.matmul(x, x).compute(scheduler="threads", num_workers=2)
-        assert np.array_equal(product, smallgemm.matmul(np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)))
-        assert smallgemm.get_num_threads() == 3  # restored after the tasks
-        assert inside().compute(scheduler="threads", num_workers=2) == 1
-        assert inside().compute(scheduler="sync") == 3
 
 
 def _threads_inside_a_task() -> int:
