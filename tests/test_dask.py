@@ -23,6 +23,8 @@ from reference import chain_reference
 import smallgemm
 import smallgemm.dask as sgd
 
+pytestmark = pytest.mark.xdist_group("dask")  # one xdist worker, one cluster for the module
+
 DTYPES = [np.float32, np.float64]
 # Each worker's memory limit (distributed's defaults: blocks held for later tasks spilled to
 # disk from 60 % of it, the worker paused at 80 %, terminated at 95 %).
