@@ -56,7 +56,7 @@ def seconds(client: distributed.Client, product: da.Array) -> float:
 
 
 def cluster(workers: int) -> distributed.LocalCluster:
-    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
 
 
 def main() -> None:

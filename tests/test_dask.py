@@ -57,7 +57,7 @@ def one_thread():
 def client():
     _warm_up()
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=MEMORY_LIMIT,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     try:
         with distributed.Client(cluster) as client:
             yield client

@@ -35,6 +35,20 @@ def _as_matrix(x, name: str) -> np.ndarray:
     return arr
 
 
+def operators(a, b, trans_a: bool, trans_b: bool) -> tuple:
+    """op(a) and op(b) (x or x.T), ValueError in gemm's words unless op(a) has as many columns
+    as op(b) has rows.  Any 2-D array type with ``shape`` and ``T`` (NumPy's, Dask's)."""
+    op_a = a.T if trans_a else a
+    op_b = b.T if trans_b else b
+    if op_a.shape[1] != op_b.shape[0]:
+        raise ValueError(
+            f"gemm: shapes do not match: op(a) is {op_a.shape} and op(b) is {op_b.shape} "
+            f"(a {a.shape}, trans_a={bool(trans_a)}; b {b.shape}, trans_b={bool(trans_b)}); "
+            f"op(a) must have as many columns as op(b) has rows"
+        )
+    return op_a, op_b
+
+
 def _as_scalar(x, name: str) -> float:
     if type(x) is float or type(x) is int:  # the usual case, without the ABC check (~0.4 us)
         return float(x)
@@ -124,14 +138,7 @@ def gemm(
         return _gemm_packed(alpha, a, b, beta, c, trans_a, trans_b, overwrite_c)
     a = _as_matrix(a, "a")
     b = _as_matrix(b, "b")
-    op_a = a.T if trans_a else a
-    op_b = b.T if trans_b else b
-    if op_a.shape[1] != op_b.shape[0]:
-        raise ValueError(
-            f"gemm: shapes do not match: op(a) is {op_a.shape} and op(b) is {op_b.shape} "
-            f"(a {a.shape}, trans_a={bool(trans_a)}; b {b.shape}, trans_b={bool(trans_b)}); "
-            f"op(a) must have as many columns as op(b) has rows"
-        )
+    op_a, op_b = operators(a, b, trans_a, trans_b)
     shape = (op_a.shape[0], op_b.shape[1])
     dtypes = [a.dtype, b.dtype]
     if c is not None:

@@ -43,6 +43,25 @@ def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
     return ValueError(f"matmul: operands with shapes {a_shape} and {b_shape} do not match: {detail}")
 
 
+def promoted(a, b) -> tuple[Any, Any, bool, bool]:
+    """a and b with a 1-D operand promoted as ``numpy.matmul`` does (a row; a column), and
+    whether each was; ValueError in matmul's words unless the core dimensions match.  Any
+    array type with ``ndim``, ``shape`` and NumPy's indexing (NumPy's, Dask's)."""
+    a_shape, b_shape = a.shape, b.shape
+    vector_a, vector_b = a.ndim == 1, b.ndim == 1
+    if vector_a:
+        a = a[np.newaxis, :]
+    if vector_b:
+        b = b[:, np.newaxis]
+    if a.shape[-1] != b.shape[-2]:
+        raise _shape_error(
+            a_shape, b_shape,
+            f"the last dimension of the first ({a.shape[-1]}) differs from the "
+            f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
+        )
+    return a, b, vector_a, vector_b
+
+
 def _out_shape_error(got: tuple, shape: tuple) -> ValueError:
     """NumPy's wording for an ``out`` of the wrong shape: a core dimension (the last two of the
     result) that differs, else the broadcast (stack) dimensions."""
@@ -288,17 +307,7 @@ def _product(
     fortran = order == "F" or (order == "A" and a.flags.f_contiguous and b.flags.f_contiguous)
 
     a_shape, b_shape = a.shape, b.shape
-    vector_a, vector_b = a.ndim == 1, b.ndim == 1
-    if vector_a:
-        a = a[np.newaxis, :]
-    if vector_b:
-        b = b[:, np.newaxis]
-    if a.shape[-1] != b.shape[-2]:
-        raise _shape_error(
-            a_shape, b_shape,
-            f"the last dimension of the first ({a.shape[-1]}) differs from the "
-            f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
-        )
+    a, b, vector_a, vector_b = promoted(a, b)
     if a.ndim == 2 and b.ndim == 2:
         batch_shape = ()
     elif a.shape[:-2] == b.shape[:-2]:

@@ -25,8 +25,8 @@ import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..api.gemm import _as_scalar
-from ..api.matmul import _shape_error
+from ..api.gemm import _as_scalar, operators
+from ..api.matmul import _shape_error, promoted
 from .graph import chain_product, matching
 from .npy import NpyFile
 from .tasks import task_threads
@@ -69,17 +69,7 @@ def matmul(a: ArrayLike, b: ArrayLike) -> da.Array:
         return da.matmul(a, b)
     dtype = np.result_type(a.dtype, b.dtype)
     a_shape, b_shape = a.shape, b.shape
-    vector_a, vector_b = a.ndim == 1, b.ndim == 1
-    if vector_a:
-        a = a[np.newaxis, :]
-    if vector_b:
-        b = b[:, np.newaxis]
-    if a.shape[-1] != b.shape[-2]:
-        raise _shape_error(
-            a_shape, b_shape,
-            f"the last dimension of the first ({a.shape[-1]}) differs from the "
-            f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
-        )
+    a, b, vector_a, vector_b = promoted(a, b)
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -120,14 +110,7 @@ def gemm(alpha: float, a: ArrayLike, b: ArrayLike, beta: float = 0.0, c: ArrayLi
             raise TypeError(f"gemm: {label} has dtype {x.dtype}; only float32 and float64 are supported")
         if x.ndim != 2:
             raise ValueError(f"gemm: {label} must be 2-D, got an array of shape {x.shape}")
-    op_a = a.T if trans_a else a
-    op_b = b.T if trans_b else b
-    if op_a.shape[1] != op_b.shape[0]:
-        raise ValueError(
-            f"gemm: shapes do not match: op(a) is {op_a.shape} and op(b) is {op_b.shape} "
-            f"(a {a.shape}, trans_a={bool(trans_a)}; b {b.shape}, trans_b={bool(trans_b)}); "
-            f"op(a) must have as many columns as op(b) has rows"
-        )
+    op_a, op_b = operators(a, b, trans_a, trans_b)
     shape = (op_a.shape[0], op_b.shape[1])
     if c is not None and c.shape != shape:
         raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) (op(a) {op_a.shape}, op(b) {op_b.shape}) "
