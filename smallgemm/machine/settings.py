@@ -3,7 +3,10 @@
 SMALLGEMM_KERNEL       avx512 | avx2 | portable   force a microkernel
 SMALLGEMM_NUM_THREADS  positive integer           threads used by one call
 SMALLGEMM_CONFIG       path                       tuned configuration to load
-SMALLGEMM_BATCH_INVARIANT  1 (default) | 0        0: matrix-vector row dots sum lane-wise
+SMALLGEMM_EXACT        1 (default) | 0            0: lane-wise row dots and split-K where faster
+SMALLGEMM_FIRST_USE    background (default) | compile
+                                                  compile: entries compile in the calling process,
+                                                  never first on the first-use driver
 """
 
 from __future__ import annotations
@@ -41,7 +44,18 @@ def _env_exact() -> bool:
     return True
 
 
+FIRST_USE_MODES = ("background", "compile")
+
+
+def _env_first_use() -> str:
+    value = os.environ.get("SMALLGEMM_FIRST_USE", "").strip() or FIRST_USE_MODES[0]
+    if value not in FIRST_USE_MODES:
+        raise ValueError(f"SMALLGEMM_FIRST_USE must be 'background' or 'compile', not {value!r}")
+    return value
+
+
 KERNEL: str | None = _env_kernel()
 NUM_THREADS: int | None = _env_threads()
 CONFIG_PATH: str | None = os.environ.get("SMALLGEMM_CONFIG") or None
 EXACT: bool = _env_exact()
+FIRST_USE: str = _env_first_use()

@@ -25,19 +25,12 @@ import time
 
 import numpy as np
 
+from ..machine import settings
 from . import entries
 from .entry import Entry
 
-BACKGROUND, COMPILE = "background", "compile"
-
-
-def _checked(mode: str, source: str) -> str:
-    if mode not in (BACKGROUND, COMPILE):
-        raise ValueError(f"{source} must be {BACKGROUND!r} or {COMPILE!r}, not {mode!r}")
-    return mode
-
-
-MODE = _checked(os.environ.get("SMALLGEMM_FIRST_USE", BACKGROUND), "SMALLGEMM_FIRST_USE")
+BACKGROUND, COMPILE = settings.FIRST_USE_MODES
+MODE = settings.FIRST_USE
 
 
 def set_first_use(mode: str) -> None:
@@ -45,7 +38,9 @@ def set_first_use(mode: str) -> None:
     first-use driver while they compile in another process.  ``"compile"``: it compiles them
     here first, as a benchmark wants (its first timed calls then run the tuned drivers)."""
     global MODE
-    MODE = _checked(mode, "set_first_use: mode")
+    if mode not in (BACKGROUND, COMPILE):
+        raise ValueError(f"set_first_use: mode must be {BACKGROUND!r} or {COMPILE!r}, not {mode!r}")
+    MODE = mode
 
 
 def get_first_use() -> str:
