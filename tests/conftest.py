@@ -12,6 +12,10 @@ os.environ["XDG_CACHE_HOME"] = _CACHE_HOME.name
 # (and in the processes tests start), never on the first-use driver while another process
 # compiles them; tests/test_warmup.py tests that tier.
 os.environ["SMALLGEMM_FIRST_USE"] = "compile"
+# smallgemm.cuda's kernels run on a GPU where there is one, else in numba-cuda's simulator
+# (tests/test_cuda.py): never skipped.  Set before Numba reads its configuration.
+if "NUMBA_ENABLE_CUDASIM" not in os.environ and not os.path.exists("/dev/nvidiactl"):
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 import numpy as np
 import pytest

@@ -49,7 +49,8 @@ def operators(a, b, trans_a: bool, trans_b: bool) -> tuple:
     return op_a, op_b
 
 
-def _as_scalar(x, name: str) -> float:
+def as_scalar(x, name: str) -> float:
+    """``x`` as a float, TypeError in gemm's words unless it is a real number (not a bool)."""
     if type(x) is float or type(x) is int:  # the usual case, without the ABC check (~0.4 us)
         return float(x)
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, numbers.Real):
@@ -132,8 +133,8 @@ def gemm(
                     strategies.run(float(alpha), op_a, op_b, float(beta), out)
                     return out
                 del out  # refused: freed before the general path allocates its own
-    alpha = _as_scalar(alpha, "alpha")
-    beta = _as_scalar(beta, "beta")
+    alpha = as_scalar(alpha, "alpha")
+    beta = as_scalar(beta, "beta")
     if isinstance(b, PackedMatrix):
         return _gemm_packed(alpha, a, b, beta, c, trans_a, trans_b, overwrite_c)
     a = _as_matrix(a, "a")

@@ -39,7 +39,8 @@ _NDARRAY, _EMPTY = np.ndarray, np.empty
 _PREPARED = prepared._local
 
 
-def _shape_error(a_shape, b_shape, detail: str) -> ValueError:
+def shape_error(a_shape, b_shape, detail: str) -> ValueError:
+    """matmul's ValueError for operands whose shapes do not match, ``detail`` saying how."""
     return ValueError(f"matmul: operands with shapes {a_shape} and {b_shape} do not match: {detail}")
 
 
@@ -54,7 +55,7 @@ def promoted(a, b) -> tuple[Any, Any, bool, bool]:
     if vector_b:
         b = b[:, np.newaxis]
     if a.shape[-1] != b.shape[-2]:
-        raise _shape_error(
+        raise shape_error(
             a_shape, b_shape,
             f"the last dimension of the first ({a.shape[-1]}) differs from the "
             f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
@@ -62,7 +63,7 @@ def promoted(a, b) -> tuple[Any, Any, bool, bool]:
     return a, b, vector_a, vector_b
 
 
-def _out_shape_error(got: tuple, shape: tuple) -> ValueError:
+def out_shape_error(got: tuple, shape: tuple) -> ValueError:
     """NumPy's wording for an ``out`` of the wrong shape: a core dimension (the last two of the
     result) that differs, else the broadcast (stack) dimensions."""
     core = min(2, len(shape))
@@ -86,7 +87,7 @@ def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"matmul: out must be a numpy array, got {type(out).__name__}")
     if out.shape != shape:
-        raise _out_shape_error(out.shape, shape)
+        raise out_shape_error(out.shape, shape)
     if not np.can_cast(dtype, out.dtype, casting="same_kind"):
         # NumPy's own message (numpy._core._exceptions._UFuncOutputCastingError).
         raise TypeError(
@@ -316,7 +317,7 @@ def _product(
         try:
             batch_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         except ValueError:
-            raise _shape_error(
+            raise shape_error(
                 a_shape, b_shape, f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast"
             ) from None
     full_shape = batch_shape + (a.shape[-2], b.shape[-1])
@@ -324,7 +325,7 @@ def _product(
 
     if out is not None:
         if out.shape != result_shape:
-            raise _out_shape_error(out.shape, result_shape)
+            raise out_shape_error(out.shape, result_shape)
         if not out.flags.writeable or not np.can_cast(dtype, out.dtype, casting):
             return None
     a = _fast_operand(a, dtype)
@@ -372,7 +373,7 @@ def _matmul_packed(a, packed: PackedMatrix, out, keywords: dict):
                          "signature (n?,k),(k,m?)->(n?,m?) requires 1)")
     k, n = packed.shape
     if a.shape[-1] != k:
-        raise _shape_error(a.shape, f"packed {packed.shape}",
+        raise shape_error(a.shape, f"packed {packed.shape}",
                            f"the last dimension of the first ({a.shape[-1]}) differs from the packed k ({k})")
     rows = a.reshape(1, k) if a.ndim == 1 else _fold_rows(a)
     if rows is None:

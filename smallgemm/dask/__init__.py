@@ -25,8 +25,8 @@ import dask.array as da
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..api.gemm import _as_scalar, operators
-from ..api.matmul import _shape_error, promoted
+from ..api.gemm import as_scalar, operators
+from ..api.matmul import promoted, shape_error
 from .graph import chain_product, matching
 from .npy import NpyFile
 from .tasks import task_threads
@@ -73,7 +73,7 @@ def matmul(a: ArrayLike, b: ArrayLike) -> da.Array:
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise _shape_error(a_shape, b_shape,
+        raise shape_error(a_shape, b_shape,
                            f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
     ndim = max(a.ndim, b.ndim)
     a = a[(np.newaxis,) * (ndim - a.ndim)] if a.ndim < ndim else a
@@ -102,7 +102,7 @@ def gemm(alpha: float, a: ArrayLike, b: ArrayLike, beta: float = 0.0, c: ArrayLi
     the output's chunks (a's row chunks, b's column chunks, of op(a), op(b)) and
     never modified.  Threads: see ``task_threads``.
     """
-    alpha, beta = _as_scalar(alpha, "alpha"), _as_scalar(beta, "beta")
+    alpha, beta = as_scalar(alpha, "alpha"), as_scalar(beta, "beta")
     a, b = da.asarray(a), da.asarray(b)
     operands = [("a", a), ("b", b)] + ([] if c is None else [("c", c := da.asarray(c))])
     for label, x in operands:

@@ -1,0 +1,304 @@
+"""smallgemm.cuda: the ladder's kernels, matmul and the streamed schedule.
+
+On a machine without a GPU these run in numba-cuda's simulator (tests/conftest.py
+sets NUMBA_ENABLE_CUDASIM), on shapes small enough for it.  The simulator's
+``cuda.fma`` rounds the product and the sum apart, so there every kernel must equal
+that chain (``unfused_chain``); on a GPU, the scalar fused chain (``chain_reference``,
+the bits of smallgemm.matmul in exact mode).  Both are also held to the error bound.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+from numba import cuda
+from reference import assert_close, chain_reference
+
+import smallgemm
+from smallgemm.cuda import KERNELS, matmul, operands, schedule, streamed
+from smallgemm.cuda.__main__ import main as cuda_main
+from smallgemm.cuda.operands import simulated
+
+DTYPES = [np.dtype(np.float32), np.dtype(np.float64)]
+
+
+def unfused_chain(a, b, c0=None):
+    """Each element's chain in increasing k with the product and the sum rounded apart:
+    ``cuda.fma`` as numba-cuda's simulator computes it."""
+    dtype = np.result_type(a, b)
+    a, b = np.asarray(a, dtype), np.asarray(b, dtype)
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype) if c0 is None else np.array(c0, dtype)
+    for k in range(a.shape[1]):
+        acc = a[:, k:k + 1] * b[k:k + 1, :] + acc
+    return acc
+
+
+def expected(a, b, c0=None):
+    """The bits every kernel must give here: the unfused chain in the simulator, else the
+    fused one (smallgemm.matmul's exact products)."""
+    if simulated():
+        return unfused_chain(a, b, c0)
+    return chain_reference(1.0, a, b) if c0 is None else chain_reference(1.0, a, b, 1.0, c0)
+
+
+def check(result, a, b, c0=None):
+    result = result.copy_to_host() if hasattr(result, "copy_to_host") else np.asarray(result)
+    want = expected(a, b, c0)
+    assert result.dtype == want.dtype and result.shape == want.shape
+    assert np.array_equal(result, want)
+    assert_close(result, 1.0, a, b, 1.0 if c0 is not None else 0.0, c0)
+
+
+def random(rng, shape, dtype, order="C"):
+    data = rng.standard_normal(shape).astype(dtype)
+    return np.asfortranarray(data) if order == "F" else data
+
+
+def edge_shapes(name: str, dtype: np.dtype) -> list[tuple[int, int, int]]:
+    """M, N and K below, at and above the kernel's tile and k-step (K past two k-steps)."""
+    tiles = KERNELS[name].tiles[dtype]
+    t, u, d = tiles.rows, tiles.cols, tiles.depth
+    return [(t - 1, u + 1, d), (t, u - 1, 2 * d + 1), (t + 1, u, max(1, d - 1))]
+
+
+def test_the_ladder_in_order():
+    assert list(KERNELS) == ["naive", "shared", "bank_free", "double_buffer", "register"]
+    assert all(KERNELS[name].idea for name in KERNELS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_edges_below_at_and_above_the_tiles(name, dtype):
+    rng = np.random.default_rng(1)
+    for m, n, k in edge_shapes(name, dtype):
+        a, b = random(rng, (m, k), dtype), random(rng, (k, n), dtype)
+        check(matmul(a, b, kernel=name), a, b)
+
+
+LAYOUTS = ["a_transposed", "b_transposed", "both_transposed", "device_strided"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_layouts_and_strides(name, layout, dtype):
+    tiles = KERNELS[name].tiles[dtype]
+    m, n, k = min(tiles.rows + 3, 40), tiles.cols - 2, tiles.depth + 3
+    rng = np.random.default_rng(2)
+    a = random(rng, (m, k), dtype, "F" if layout in ("a_transposed", "both_transposed") else "C")
+    b = random(rng, (k, n), dtype, "F" if layout in ("b_transposed", "both_transposed") else "C")
+    if layout != "device_strided":
+        check(matmul(a, b, kernel=name), a, b)
+        return
+    big_a, big_b = random(rng, (2 * m, 3 * k), dtype), random(rng, (3 * k, 2 * n), dtype, "F")
+    a, b = big_a[::2, 1::3], big_b[2::3, ::2]
+    result = matmul(cuda.to_device(big_a)[::2, 1::3], cuda.to_device(big_b)[2::3, ::2], kernel=name)
+    check(result, a, b)
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_chain_continued_from_c(name):
+    """accumulate=True goes on with each element's chain from C: the streamed schedule's
+    k-chunks, and the bits of the whole product."""
+    rng = np.random.default_rng(3)
+    dtype = np.dtype(np.float32)
+    a, b = random(rng, (19, 23), dtype), random(rng, (23, 17), dtype)
+    c0 = random(rng, (19, 17), dtype)
+    c = cuda.to_device(c0)
+    KERNELS[name].launch(cuda.to_device(a), cuda.to_device(b), c, accumulate=True)
+    check(c, a, b, c0)
+    halves = cuda.device_array((19, 17), dtype)
+    KERNELS[name].launch(cuda.to_device(np.ascontiguousarray(a[:, :11])), cuda.to_device(b[:11]), halves)
+    KERNELS[name].launch(cuda.to_device(np.ascontiguousarray(a[:, 11:])), cuda.to_device(b[11:]), halves,
+                         accumulate=True)
+    check(halves, a, b)
+
+
+def test_every_kernel_gives_the_same_bits():
+    rng = np.random.default_rng(4)
+    a, b = random(rng, (20, 18), np.float64), random(rng, (18, 21), np.float32)
+    results = [matmul(a, b, kernel=name) for name in KERNELS]
+    assert all(r.dtype == np.float64 and np.array_equal(r, results[0]) for r in results)
+    check(results[0], a, b)
+
+
+def test_numpy_and_device_operands_and_out():
+    rng = np.random.default_rng(5)
+    a, b = random(rng, (9, 7), np.float32), random(rng, (7, 6), np.float32)
+    a_before, b_before = a.copy(), b.copy()
+    host = matmul(a, b, kernel="naive")
+    assert isinstance(host, np.ndarray)
+    check(host, a, b)
+    on_device = matmul(cuda.to_device(a), b, kernel="naive")
+    assert getattr(on_device, "__cuda_ndarray__", False)
+    assert np.array_equal(on_device.copy_to_host(), host)
+    out = cuda.device_array((9, 6), np.float32)
+    assert matmul(a, b, out=out, kernel="naive") is out
+    assert np.array_equal(out.copy_to_host(), host)
+    frame = np.full((11, 8), -7.0, np.float32)  # out is a view: nothing around it is written
+    view = frame[1:10, 1:7]
+    assert matmul(cuda.to_device(a), cuda.to_device(b), out=view, kernel="naive") is view
+    assert np.array_equal(view, host)
+    frame[1:10, 1:7] = -7.0
+    assert (frame == -7.0).all()
+    assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+
+
+def test_out_on_the_device_that_overlaps_an_operand():
+    rng = np.random.default_rng(6)
+    a = random(rng, (8, 8), np.float64)
+    expected_bits = matmul(a, a, kernel="naive")
+    da = cuda.to_device(a)
+    assert matmul(da, da, out=da, kernel="naive") is da
+    assert np.array_equal(da.copy_to_host(), expected_bits)
+
+
+def test_vectors_mixed_dtypes_and_empty_products():
+    rng = np.random.default_rng(7)
+    v, w = random(rng, (5,), np.float32), random(rng, (5, 3), np.float64)
+    row = matmul(v, w, kernel="naive")
+    assert row.shape == (3,) and row.dtype == np.float64
+    check(row[np.newaxis], v[np.newaxis], w)
+    col = matmul(w.T, v, kernel="shared")
+    assert col.shape == (3,)
+    check(col[:, np.newaxis], w.T, v[:, np.newaxis])
+    dot = matmul(v, v, kernel="naive")
+    assert dot.shape == () and dot == unfused_chain(v[None], v[:, None])[0, 0] if simulated() else True
+    zeros = matmul(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32))
+    assert zeros.shape == (3, 4) and zeros.dtype == np.float32 and not zeros.any()
+    assert matmul(np.ones((0, 5)), np.ones((5, 4))).shape == (0, 4)
+
+
+def test_errors_in_the_cpu_apis_words():
+    a, b = np.ones((3, 4)), np.ones((5, 4))
+    with pytest.raises(ValueError) as cpu_error:
+        smallgemm.matmul(a, b)
+    with pytest.raises(ValueError, match=re.escape(str(cpu_error.value))):
+        matmul(a, b)
+    with pytest.raises(ValueError, match="does not have enough dimensions"):
+        matmul(np.float64(1.0), np.ones(3))
+    with pytest.raises(TypeError, match="a has dtype int64"):
+        matmul(np.ones((2, 2), np.int64), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        matmul(np.ones((2, 2, 2)), np.ones((2, 2)))
+    with pytest.raises(ValueError, match="unknown kernel 'fast'"):
+        matmul(np.ones((2, 2)), np.ones((2, 2)), kernel="fast")
+    with pytest.raises(ValueError, match="mismatch in its core dimension 1"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), out=np.empty((2, 5)))
+    with pytest.raises(TypeError, match="out has dtype float32; the product's is float64"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), out=np.empty((2, 4), np.float32))
+    frozen = np.empty((2, 4))
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), out=frozen)
+    with pytest.raises(ValueError, match="memory_limit must be positive"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), memory_limit=0)
+    with pytest.raises(MemoryError, match="cannot hold one"):
+        matmul(np.ones((40, 30)), np.ones((30, 40)), kernel="naive", memory_limit=64)
+
+
+def test_cuda_array_interface_operands(monkeypatch):
+    """An operand with ``__cuda_array_interface__`` (CuPy, PyTorch) is read in place through
+    ``cuda.as_cuda_array``, and a CuPy operand's result comes back through ``cupy.asarray``.
+    The simulator has no device pointers: there the conversion is stood in for."""
+    rng = np.random.default_rng(8)
+    a, b = random(rng, (6, 5), np.float32), random(rng, (5, 4), np.float32)
+    device_a = cuda.to_device(a)
+
+    class Foreign:
+        __module__ = "torch"
+
+        def __init__(self, array):
+            self.array = array
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"version": 3} if simulated() else self.array.__cuda_array_interface__
+
+    if simulated():
+        monkeypatch.setattr(operands.cuda, "as_cuda_array", lambda x: x.array, raising=False)
+    result = matmul(Foreign(device_a), b, kernel="naive")
+    assert getattr(result, "__cuda_ndarray__", False)
+    check(result, a, b)
+
+
+def test_schedule_copies_each_panel_as_the_order_says():
+    m, n, k, sizes = 1000, 900, 300, (4, 4, 4)
+    panels = schedule.choose(m, n, k, sizes, 1_000_000, 128, 128)
+    assert panels.depth == k and panels.rows % 128 == 0 and panels.cols % 128 == 0
+    assert schedule.device_bytes(m, n, k, sizes, panels) <= 1_000_000
+    steps = list(schedule.order(m, n, k, panels))
+    rows, cols = -(-m // panels.rows), -(-n // panels.cols)
+    assert len(steps) == rows * cols and rows > 1 and cols > 1
+    # Serpentine: consecutive blocks share an A panel or (at a turn) a B panel.
+    assert all(s.i == t.i or s.j == t.j for s, t in itertools.pairwise(steps))
+    assert {(s.i, s.j) for s in steps} == {(i, j) for i in range(rows) for j in range(cols)}
+    chunked = schedule.choose(m, n, k, sizes, 150_000, 128, 128)
+    assert chunked.depth < k and schedule.device_bytes(m, n, k, sizes, chunked) <= 150_000
+    chunks = [s.chunk for s in schedule.order(m, n, k, chunked) if (s.i, s.j) == (1, 2)]
+    assert chunks == list(range(-(-k // chunked.depth)))
+    with pytest.raises(MemoryError):
+        schedule.choose(m, n, k, sizes, 1000, 128, 128)
+
+
+def lru_copies(m, n, k, panels) -> tuple[int, int]:
+    """The panels of A and of B that two slots each, the least recently used refilled, copy
+    in along ``schedule.order``."""
+    counts = []
+    for operand in ("a", "b"):
+        slots, copied = [], 0
+        for step in schedule.order(m, n, k, panels):
+            key = (step.i, step.chunk) if operand == "a" else (step.chunk, step.j)
+            if key in slots:
+                slots.remove(key)
+            else:
+                copied += 1
+                slots = slots[-1:]
+            slots.append(key)
+        counts.append(copied)
+    return tuple(counts)
+
+
+@pytest.mark.parametrize("shape", [(1000, 900, 300), (1000, 200, 300), (300, 900, 1000), (129, 1000, 64)])
+@pytest.mark.parametrize("limit", [2_000_000, 1_000_000, 300_000, 150_000, 40_000])
+def test_schedule_copies_as_counted(shape, limit):
+    m, n, k = shape
+    panels = schedule.choose(m, n, k, (4, 4, 4), limit, 64, 64)
+    assert schedule.device_bytes(m, n, k, (4, 4, 4), panels) <= limit
+    assert schedule.copies(m, n, k, panels) == lru_copies(m, n, k, panels)
+
+
+@pytest.mark.parametrize("name, limit, cut_k", [("naive", 12_000, False), ("shared", 6_000, True),
+                                                ("register", 5_000, True)])
+def test_products_larger_than_the_memory_limit(name, limit, cut_k):
+    """A memory_limit that cuts A and B into several panels (and K into chunks): the
+    streamed schedule gives the one-piece product's bits, copying each panel as the
+    schedule's traffic model says."""
+    rng = np.random.default_rng(9)
+    m, n, k = (40, 36, 30) if name != "register" else (20, 20, 30)
+    a, b = random(rng, (m, k), np.float32), random(rng, (k, n), np.float32, "F")
+    whole = matmul(a, b, kernel=name)
+    sizes = (4, 4, 4)
+    tiles = KERNELS[name].tiles[a.dtype]
+    panels = schedule.choose(m, n, k, sizes, limit, tiles.rows, tiles.cols)
+    assert (panels.depth < k) == cut_k
+    if not cut_k:
+        assert panels.rows < m and panels.cols < n
+    c = np.empty((m, n), np.float32)
+    copies = streamed.run(KERNELS[name], a, b, c, panels)
+    assert np.array_equal(c, whole)
+    assert copies == sum(lru_copies(m, n, k, panels))
+    assert np.array_equal(matmul(a, b, kernel=name, memory_limit=limit), whole)
+
+
+def test_bench_prints_seed_000s_table(capsys):
+    assert cuda_main(["bench", "--sizes", "8,9", "--repeats", "2", "--kernels", "naive,shared"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.match(r"bits: 8\^3 float32: every kernel equals", lines[1])
+    rows = [line for line in lines if "M N K =" in line]
+    assert len(rows) == 4
+    pattern = r"\s+(naive|shared)  M N K = +9 +9 +9, Time = ( +\d+\.\d{8}){3} s, AVG Performance = +\d+\.\d{4} Gflops"
+    assert re.match(pattern, rows[-1])
