@@ -9,8 +9,8 @@ bit for bit against ``smallgemm.matmul`` on the CPU in exact mode.
 from __future__ import annotations
 
 import os
-from functools import partial
 import time
+from functools import partial
 
 import numpy as np
 from numba import cuda
