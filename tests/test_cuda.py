@@ -10,7 +10,10 @@ the bits of smallgemm.matmul in exact mode).  Both are also held to the error bo
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,7 +21,7 @@ from numba import cuda
 from reference import assert_close, chain_reference
 
 import smallgemm
-from smallgemm.cuda import KERNELS, matmul, operands, schedule, streamed
+from smallgemm.cuda import KERNELS, matmul, operands, ptx, schedule, streamed
 from smallgemm.cuda.__main__ import main as cuda_main
 from smallgemm.cuda.operands import simulated
 
@@ -302,3 +305,23 @@ def test_bench_prints_seed_000s_table(capsys):
     assert len(rows) == 4
     pattern = r"\s+(naive|shared)  M N K = +9 +9 +9, Time = ( +\d+\.\d{8}){3} s, AVG Performance = +\d+\.\d{4} Gflops"
     assert re.match(pattern, rows[-1])
+
+
+def test_every_kernel_compiles_for_a_gpu():
+    """The simulator types nothing: numba-cuda's compiler (NVVM, no GPU needed) compiles
+    every kernel, dtype and layout to PTX for compute capability 9.0.  Each holds fused
+    multiply-adds (register: one per element of a thread's block and k) and uses no local
+    memory: its arrays are in registers, nothing spills."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    run = subprocess.run([sys.executable, "-m", "smallgemm.cuda", "ptx"], env=env, capture_output=True, check=False,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    expected_lines = sum(len(ptx.layouts(name)) for name in KERNELS) * len(DTYPES)
+    assert len(lines) == expected_lines
+    for line in lines:
+        fields = re.search(r"^\s*(\w+) (float\d\d) .* fma +(\d+) .* local memory (\d+)$", line)
+        assert fields, line
+        name, dtype, fma, local = fields[1], np.dtype(fields[2]), int(fields[3]), int(fields[4])
+        tiles = KERNELS[name].tiles[dtype]
+        assert fma >= tiles.thread_rows * tiles.thread_cols and local == 0, line
