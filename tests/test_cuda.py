@@ -23,6 +23,7 @@ from reference import assert_close, chain_reference
 import smallgemm
 from smallgemm.cuda import KERNELS, matmul, operands, ptx, schedule, streamed
 from smallgemm.cuda.__main__ import main as cuda_main
+from smallgemm.cuda.kernels import ladder
 from smallgemm.cuda.operands import simulated
 
 DTYPES = [np.dtype(np.float32), np.dtype(np.float64)]
@@ -118,6 +119,15 @@ def test_chain_continued_from_c(name):
     KERNELS[name].launch(cuda.to_device(np.ascontiguousarray(a[:, 11:])), cuda.to_device(b[11:]), halves,
                          accumulate=True)
     check(halves, a, b)
+
+
+def test_c_taller_than_one_grid_is_launched_in_parts(monkeypatch):
+    """A grid has at most 65535 blocks along y: a taller C is computed in row parts."""
+    monkeypatch.setattr(ladder, "MAX_GRID_Y", 1)
+    rng = np.random.default_rng(10)
+    a, b = random(rng, (40, 9), np.float32), random(rng, (9, 7), np.float32)
+    for name in ("naive", "double_buffer"):
+        check(matmul(a, b, kernel=name), a, b)
 
 
 def test_every_kernel_gives_the_same_bits():
