@@ -14,7 +14,7 @@ LAYERS = {
     "drivers": 3,
     "plan": 4,
     "api": 5,
-    "tools": 6, "tune": 6, "nn": 6, "njit": 6, "dask": 6, "__init__": 6, "__main__": 6,
+    "tools": 6, "tune": 6, "nn": 6, "njit": 6, "dask": 6, "cuda": 6, "__init__": 6, "__main__": 6,
 }
 MAX_LINES = 500
 

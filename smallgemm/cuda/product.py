@@ -29,7 +29,7 @@ def matmul(a, b, out=None, kernel: str = "register", memory_limit: int | None = 
     result has the bits of ``smallgemm.matmul`` in exact mode, for every kernel.
 
     NumPy operands whose device copies (A, B and C) do not fit in ``memory_limit``
-    bytes (default: the device's free memory) are multiplied block by block, panels
+    bytes (default: 90 % of the device's free memory) are multiplied block by block, panels
     streamed through two CUDA streams (docs/gpu.md); the bits are the same.
     """
     if kernel not in KERNELS:

@@ -21,6 +21,8 @@ import numpy as np
 from ..tiles import Tiles
 
 # build(dtype, tiles, a_k_fast, b_n_fast) -> a numba-cuda kernel
+# CUDA's limit on a grid's blocks along y (x allows 2**31 - 1).
+MAX_GRID_Y = 65535
 Builder = Callable[[np.dtype, Tiles, bool, bool], Callable]
 
 
@@ -50,7 +52,11 @@ class LadderKernel:
         dtype = np.dtype(c.dtype)
         tiles = self.tiles[dtype]
         kernel = self.compiled(dtype, fast_axis_is_last(a), fast_axis_is_last(b))
-        kernel[tiles.grid(m, n), tiles.block, stream](a, b, c, accumulate)
+        rows = MAX_GRID_Y * tiles.rows  # a grid has at most 65535 blocks along y: taller C in parts
+        for start in range(0, m, rows):
+            stop = min(m, start + rows)
+            part_a, part_c = (a, c) if stop - start == m else (a[start:stop], c[start:stop])
+            kernel[tiles.grid(stop - start, n), tiles.block, stream](part_a, b, part_c, accumulate)
 
 
 def fast_axis_is_last(x) -> bool:
