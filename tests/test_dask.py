@@ -22,6 +22,8 @@ from reference import chain_reference
 
 import smallgemm
 import smallgemm.dask as sgd
+from smallgemm.api import precompile
+from smallgemm.plan import dispatch, entries, strategies
 
 pytestmark = pytest.mark.xdist_group("dask")  # one xdist worker, one cluster for the module
 
@@ -32,16 +34,13 @@ MEMORY_LIMIT = 400 * 2**20
 
 
 def _warm_up() -> None:
-    """The entries the workers' tasks run (one thread each, as here: ``one_thread``), compiled here first: the workers
-    load them from the on-disk cache instead of compiling them each."""
-    rng = np.random.default_rng(0)
-    for dtype in DTYPES:
-        for m, n, k in [(16, 16, 16), (64, 40, 30), (200, 300, 700)]:
-            a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
-            c = smallgemm.matmul(a, b)
-            smallgemm.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)
-            sgd.tasks.finish(c, 2.5, -0.5, c.copy())
-        smallgemm.matmul(rng.standard_normal((3, 20, 30)).astype(dtype), rng.standard_normal((3, 30, 10)).astype(dtype))
+    """Every entry a one-thread task can run (the serial entries of the strategies for plain
+    products and stacks, and gemm's multiply-add), compiled or loaded here for the host's
+    kernel, whatever ran in this process before: the workers load them from the on-disk cache.
+    A worker that compiled would hold LLVM's memory, and distributed pauses a worker at 80 %
+    of its limit, for good where the memory stays held."""
+    names = {entries.name_of(entry) for row in strategies.PRODUCT + strategies.STACK for entry in row.serial_entries}
+    precompile.compile_entries([dispatch.current()], ["float32", "float64"], sorted(names | {"SCALE_ADD"}))
 
 
 @pytest.fixture(scope="module", autouse=True)
