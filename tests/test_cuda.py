@@ -204,6 +204,8 @@ def test_errors_in_the_cpu_apis_words():
         matmul(np.ones((2, 3)), np.ones((3, 4)), out=np.empty((2, 5)))
     with pytest.raises(TypeError, match="out has dtype float32; the product's is float64"):
         matmul(np.ones((2, 3)), np.ones((3, 4)), out=np.empty((2, 4), np.float32))
+    with pytest.raises(TypeError, match="out must be a numpy array or a device array, got list"):
+        matmul(np.ones((2, 3)), np.ones((3, 4)), out=[[0.0] * 4] * 2)
     frozen = np.empty((2, 4))
     frozen.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):

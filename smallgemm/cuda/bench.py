@@ -37,7 +37,7 @@ def _seconds(run, repeats: int) -> list[float]:
 
 def _cublas(size: int, dtype: np.dtype, repeats: int) -> list[float] | None:
     """Times of ``cupy.matmul`` with TF32 off, or None without CuPy."""
-    os.environ.setdefault("CUPY_TF32", "0")
+    os.environ["CUPY_TF32"] = "0"  # cuBLAS in float32, as the kernels (read when CuPy is imported)
     try:
         import cupy
     except ImportError:

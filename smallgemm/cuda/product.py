@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import cuda
 from numpy.lib.stride_tricks import as_strided
@@ -15,7 +17,7 @@ from .operands import Operand, copy_matrix, fill_zeros, may_share_memory, operan
 _HEADROOM = 0.9
 
 
-def matmul(a, b, out=None, kernel: str = "register", memory_limit: int | None = None):
+def matmul(a: Any, b: Any, out: Any = None, kernel: str = "register", memory_limit: int | None = None) -> Any:
     """``a @ b`` computed on the GPU by the ladder's ``kernel`` (``KERNELS``).
 
     ``a`` and ``b`` are 1-D or 2-D, float32 or float64 (the result has NumPy's dtype),
@@ -83,6 +85,9 @@ def _checked_shapes(left: Operand, right: Operand) -> tuple[tuple[int, ...], tup
 
 
 def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> Operand:
+    if not (isinstance(out, np.ndarray) or getattr(out, "__cuda_ndarray__", False)
+            or hasattr(out, "__cuda_array_interface__")):
+        raise TypeError(f"matmul: out must be a numpy array or a device array, got {type(out).__name__}")
     target = operand(out, "out")
     if target.shape != shape:
         raise out_shape_error(target.shape, shape)
