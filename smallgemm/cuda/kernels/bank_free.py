@@ -16,7 +16,7 @@ from numba import cuda, from_dtype
 
 from ..tiles import Tiles
 from .ladder import LadderKernel
-from .tile_loads import tile_reader
+from .square_tiles import tile_chain, tile_reader
 
 TILES = {np.dtype(np.float32): Tiles(16, 16, 16), np.dtype(np.float64): Tiles(16, 16, 16)}
 
@@ -26,6 +26,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     t = tiles.rows
     padded = (t, t + 1)
     read_a, read_b = tile_reader(real, a_k_fast), tile_reader(real, b_n_fast)
+    advance = tile_chain(t)
 
     @cuda.jit
     def bank_free(a, b, c, accumulate):
@@ -42,12 +43,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
             value, row, col = read_b(b, k0, j0, x, y)
             sb[row, col] = value
             cuda.syncthreads()
-            if k0 + t <= depth:
-                for k in range(t):
-                    acc = cuda.fma(sa[y, k], sb[k, x], acc)
-            else:
-                for k in range(depth - k0):
-                    acc = cuda.fma(sa[y, k], sb[k, x], acc)
+            acc = advance(sa, sb, y, x, depth - k0, acc)
             cuda.syncthreads()
         if i < m and j < n:
             c[i, j] = acc

@@ -15,7 +15,7 @@ from numba import cuda, from_dtype
 
 from ..tiles import Tiles
 from .ladder import LadderKernel
-from .tile_loads import tile_reader
+from .square_tiles import tile_chain, tile_reader
 
 TILES = {np.dtype(np.float32): Tiles(16, 16, 16), np.dtype(np.float64): Tiles(16, 16, 16)}
 
@@ -25,6 +25,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     t = tiles.rows
     padded = (2, t, t + 1)
     read_a, read_b = tile_reader(real, a_k_fast), tile_reader(real, b_n_fast)
+    advance = tile_chain(t)
 
     @cuda.jit
     def double_buffer(a, b, c, accumulate):
@@ -46,12 +47,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
             if ahead:
                 va, ra, ca = read_a(a, i0, k0 + t, x, y)
                 vb, rb, cb = read_b(b, k0 + t, j0, x, y)
-            if k0 + t <= depth:
-                for k in range(t):
-                    acc = cuda.fma(sa[now, y, k], sb[now, k, x], acc)
-            else:
-                for k in range(depth - k0):
-                    acc = cuda.fma(sa[now, y, k], sb[now, k, x], acc)
+            acc = advance(sa[now], sb[now], y, x, depth - k0, acc)
             if ahead:
                 sa[1 - now, ra, ca] = va
                 sb[1 - now, rb, cb] = vb

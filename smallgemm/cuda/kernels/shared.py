@@ -17,6 +17,7 @@ from numba import cuda, from_dtype
 
 from ..tiles import Tiles
 from .ladder import LadderKernel
+from .square_tiles import tile_chain
 
 TILES = {np.dtype(np.float32): Tiles(16, 16, 16), np.dtype(np.float64): Tiles(16, 16, 16)}
 
@@ -25,6 +26,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     real = from_dtype(dtype)
     t = tiles.rows
     shape = (t, t)
+    advance = tile_chain(t)
 
     @cuda.jit
     def shared(a, b, c, accumulate):
@@ -39,12 +41,7 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
             sa[y, x] = real(a[i, k0 + x]) if i < m and k0 + x < depth else real(0)
             sb[y, x] = real(b[k0 + y, j]) if k0 + y < depth and j < n else real(0)
             cuda.syncthreads()
-            if k0 + t <= depth:
-                for k in range(t):
-                    acc = cuda.fma(sa[y, k], sb[k, x], acc)
-            else:
-                for k in range(depth - k0):
-                    acc = cuda.fma(sa[y, k], sb[k, x], acc)
+            acc = advance(sa, sb, y, x, depth - k0, acc)
             cuda.syncthreads()
         if i < m and j < n:
             c[i, j] = acc
