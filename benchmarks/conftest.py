@@ -38,13 +38,11 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_limits
 
 import smallgemm
 from smallgemm.machine import cpu
 from smallgemm.tools import bench
 
-smallgemm.set_first_use("compile")  # rounds time the tuned drivers, compiled before the first round
 
 SMALL_DIVISOR = 64
 ALL_CORES = cpu.core_count()
@@ -83,10 +81,20 @@ def _warning() -> str | None:
             f"its best. Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pytest benchmarks/ --benchmark-only")
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """What a user gets: the cache filled by ``python -m smallgemm compile`` first, then default
+    settings (an all-cores case sets nothing; a one-thread case sets one thread for both
+    libraries).  A ``--bench-small`` smoke run compiles as its environment says instead."""
+    config = session.config
+    if not config.getoption("--bench-small") and not config.getoption("--benchmark-disable"):
+        bench.compile_first()
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     kernel = smallgemm.plan.dispatch.current()
     lines = [f"smallgemm kernel {kernel.name}, NumPy {np.__version__} with {bench.openblas_kernel()}, "
-             f"scale {_scale(config):g}, all cores = {ALL_CORES}"]
+             f"scale {_scale(config):g}, all cores = {ALL_CORES}; {bench.COMPILED_FIRST} "
+             "(one-thread cases set one thread)"]
     warning = _warning()
     if warning:
         print(warning, file=sys.stderr)  # also before collection: visible with -q too
@@ -163,8 +171,8 @@ def product(benchmark, request, dtype, threads, library) -> Callable[[str, str, 
     ``family`` (``square``, ``few-rows``, ...) is what the report selects on;
     ``case`` names the product at its nominal size.  With the dtype and thread
     count they make the group, shared by smallgemm and NumPy.  Both libraries write
-    into a preallocated ``out`` and are limited to ``threads`` (threadpoolctl
-    for NumPy's BLAS, ``smallgemm.num_threads`` for smallgemm).
+    into a preallocated ``out``; a one-thread case limits both to one thread, an all-cores
+    case runs each library's default (``bench.thread_limits``).
     """
 
     def run(family: str, case: str, a: np.ndarray, b: np.ndarray) -> None:
@@ -178,10 +186,10 @@ def product(benchmark, request, dtype, threads, library) -> Callable[[str, str, 
         benchmark.extra_info.update(family=family, case=case, flops=flops, shape=shape, dtype=dtype.name,
                                     threads=threads, library=library, kernel=kernel,
                                     scale=_scale(request.config))
-        with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
+        with bench.thread_limits(None if threads == ALL_CORES else threads):
             if threads > 1 and benchmark.enabled:
                 time.sleep(bench.SETTLE_SECONDS)  # the other library's spinning workers fall asleep
-            call()  # compiles (smallgemm) and wakes this library's workers: never timed
+            call()  # loads the entry (smallgemm) and wakes this library's workers: never timed
             benchmark(call)
 
     return run

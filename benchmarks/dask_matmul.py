@@ -16,7 +16,6 @@ one worker and compared bit for bit.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -27,6 +26,7 @@ import threadpoolctl
 from targets import rerun_clean
 
 import smallgemm
+from smallgemm.tools import bench
 import smallgemm.dask as sgd
 
 
@@ -66,8 +66,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float32,float64")
     args = parser.parse_args()
     rerun_clean()
-    smallgemm.set_first_use("compile")  # the tuned drivers are timed, compiled before their first call
-    os.environ["SMALLGEMM_FIRST_USE"] = "compile"  # and in the workers, which inherit the environment
+    bench.compile_first()  # the workers, with default settings, load each entry from the cache
     dtypes = [np.dtype(name) for name in args.dtypes.split(",")]
     rows = []
     with cluster(2) as two, distributed.Client(two) as client:

@@ -5,7 +5,10 @@
 Each row times smallgemm and its comparison interleaved in this one process
 (``smallgemm.bench.time_interleaved``: alternating runs with one thread, blocks
 with a settle pause with several) and reports the medians and their ratio.
-OpenBLAS's forcing variables are removed by re-running without them.
+OpenBLAS's forcing variables are removed by re-running without them.  What a user gets
+is timed: ``python -m smallgemm compile`` fills the cache first, then rows on the default
+thread count set nothing (first-use mode and threads as a user has them); a row with
+another thread count sets it for both libraries, and its threads column says so.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import timeit
 
 import numpy as np
 from numba import njit
-from threadpoolctl import threadpool_limits
 
 import smallgemm
 from smallgemm.kernels import microkernel
@@ -29,6 +31,8 @@ from smallgemm.simd import OVERWRITE, address
 from smallgemm.tools import bench
 
 RNG = np.random.default_rng(0)
+# A row on this many threads sets nothing: each library's default.  Other counts are set for both.
+DEFAULT_THREADS = smallgemm.get_num_threads()
 TABLE_HEADER = "| product | threads | smallgemm median | other median | ratio other/smallgemm | target |\n|---|---|---|---|---|---|"
 
 
@@ -50,7 +54,7 @@ def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1):
     ``calls_in_a_loop``); the medians are then per call.
     """
     settle = bench.SETTLE_SECONDS if threads > 1 else 0.0
-    with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
+    with bench.thread_limits(None if threads == DEFAULT_THREADS else threads):
         probe = bench.time_interleaved([ours], 1)[0].median
         t_ours, t_theirs = bench.time_interleaved([ours, theirs], repeats or bench.repeats_for(probe), settle)
     ours_call, theirs_call = t_ours.median / calls_per_run, t_theirs.median / calls_per_run
@@ -131,8 +135,10 @@ def first_call_times():
 
 def main():
     rerun_clean()
+    bench.compile_first()
     print(f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
-          f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}\n")
+          f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}; {bench.COMPILED_FIRST}: rows on "
+          f"{DEFAULT_THREADS} threads set nothing, other thread counts are set for both libraries\n")
     header = TABLE_HEADER
 
     print("### Engine (gemm), one thread, against NumPy\n\n" + header)

@@ -34,9 +34,11 @@ def _bench(args) -> int:
     if args.ladder:
         from .tools.ladder import run_ladder
 
+        bench.compile_first([args.dtype])
         run_ladder(np.dtype(args.dtype))
         return 0
     shapes = args.shapes or list(bench.DEFAULT_SHAPES)
+    bench.compile_first([args.dtype])
     bench.run(shapes, np.dtype(args.dtype), args.threads)
     return 0
 
@@ -113,7 +115,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="benchmark smallgemm against NumPy in one process")
     b.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    b.add_argument("--threads", type=int, default=1, help="threads for both libraries (default 1)")
+    b.add_argument("--threads", type=int, help="threads for both libraries (default: each library's default)")
     b.add_argument("--shapes", type=_shapes, help="comma-separated MxNxK list (default: seed 000's squares)")
     b.add_argument("--ladder", action="store_true",
                    help="run the optimisation ladder instead (naive loops to all cores, %% of FMA peak)")

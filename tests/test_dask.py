@@ -35,12 +35,12 @@ MEMORY_LIMIT = 400 * 2**20
 
 def _warm_up() -> None:
     """Every entry a one-thread task can run (the serial entries of the strategies for plain
-    products and stacks, and gemm's multiply-add), compiled or loaded here for the host's
+    products and stacks, the small way in for stacks and gemm's multiply-add), compiled or loaded here for the host's
     kernel, whatever ran in this process before: the workers load them from the on-disk cache.
     A worker that compiled would hold LLVM's memory, and distributed pauses a worker at 80 %
     of its limit, for good where the memory stays held."""
     names = {entries.name_of(entry) for row in strategies.PRODUCT + strategies.STACK for entry in row.serial_entries}
-    precompile.compile_entries([dispatch.current()], ["float32", "float64"], sorted(names | {"SCALE_ADD"}))
+    precompile.compile_entries([dispatch.current()], ["float32", "float64"], sorted(names | {"SMALL_STACK", "SCALE_ADD"}))
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -142,6 +142,38 @@ def test_a_failed_or_unsaved_compile_falls_back_to_compiling_here(monkeypatch):
         assert key in warmup._state.failed and warmup._state.process is None, outcome
 
 
+def test_an_entry_found_in_the_cache_is_loaded_then_and_not_looked_for_again(monkeypatch):
+    """Found in the on-disk cache, an entry is loaded by that call: every later call, however
+    soon, finds it ready, and the cache is not read again."""
+    entry, kernel, f32 = entries.SCALE_ADD, dispatch.current(), np.dtype(np.float32)
+    entry.get(kernel, f32)  # compiled into the cache (or loaded from it)
+    assert entry.cached(kernel, f32)
+    monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
+    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
+    monkeypatch.setattr(entry, "_compiled", {})  # not loaded in this process
+    looks = []
+    cached = entry.cached
+    monkeypatch.setattr(entry, "cached", lambda kernel, dtype: looks.append(1) or cached(kernel, dtype))
+    monkeypatch.setattr(warmup.subprocess, "Popen", lambda *a, **k: pytest.fail("a compile process started"))
+    assert not entry.ready(kernel, f32)
+    for _ in range(3):
+        assert warmup.fetchable(entry, kernel, f32)
+        assert entry.ready(kernel, f32)
+    assert len(looks) == 1
+
+
+def test_an_entry_is_cached_once_its_data_file_is_there(monkeypatch, tmp_path):
+    """Numba writes a new entry's index before its data file: until the data file is there, the
+    entry is not cached (loading it would compile it in this process instead)."""
+    entry, kernel, f32 = entries.SCALE_ADD, dispatch.current(), np.dtype(np.float32)
+    entry.get(kernel, f32)
+    cache_file = entry.dispatcher._cache._cache_file
+    monkeypatch.setattr(entry, "_compiled", {})
+    assert entry.cached(kernel, f32)
+    monkeypatch.setattr(cache_file, "_cache_path", str(tmp_path))  # the index as before, no data file beside it
+    assert not entry.cached(kernel, f32)
+
+
 def test_a_fork_forgets_the_parents_compile_process():
     """A forked child neither polls nor waits for its parent's compile process."""
     script = textwrap.dedent("""
@@ -233,6 +265,7 @@ def test_a_prepacked_product_runs_first_on_b_read_back(monkeypatch, rows):
     warmup._state.compiling = {(name, kernel.name, "float64") for name in entries.ALL}
     for entry in prepacked:
         monkeypatch.setattr(entry, "ready", lambda kernel, dtype: False)
+        monkeypatch.setattr(entry, "cached", lambda kernel, dtype: False)
 
     def not_now(*args):
         raise AssertionError("a tuned prepacked driver ran")

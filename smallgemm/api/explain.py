@@ -35,6 +35,7 @@ class Explanation:
     stack: str  # "" for one product, else the stack's row of the STACK table
     invariant: str
     compiled: str  # whether the entries it runs are compiled, and what a first product does if not
+    entries: tuple[str, ...] = ()  # the compiled entries it runs (``python -m smallgemm info`` names them)
 
     def __str__(self) -> str:
         mc, nc, kc = self.block_sizes
@@ -99,8 +100,13 @@ def _invariant(strategy: strategies.Strategy) -> str:
             "thread count, batch and strategy")
 
 
+def _entries(row: strategies.Strategy, workers: int) -> tuple[entries.Entry, ...]:
+    """The compiled entries the row's runner calls on ``workers`` workers."""
+    return row.parallel_entries if workers > 1 else row.serial_entries
+
+
 def _compiled(row: strategies.Strategy, p: strategies.Problem, workers: int) -> str:
-    needed = row.serial_entries + (row.parallel_entries if workers > 1 else ())
+    needed = _entries(row, workers)
     if not needed:
         return "nothing to compile"
     kernel, dtype = p.prep.kernel, p.dtype
@@ -183,4 +189,5 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
         stack=f"{stack_row.name}: {stack_row.rule}" if stack_row is not None else "",
         invariant=_invariant(strategy),
         compiled=_compiled(stack_row or strategy, p, used),
+        entries=tuple(entries.name_of(entry) for entry in _entries(stack_row or strategy, used)),
     )

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from ..machine import compile_cache, cpu, threading_layer, threads
-from ..plan import dispatch, rules
+from ..plan import dispatch, rules, warmup
 from ..version import __version__
 from . import precompile
 
@@ -41,6 +41,11 @@ def info() -> dict:
         "compile_cache": {
             **compile_cache.describe(os.path.dirname(__file__)),
             "compiled": {dt: precompile.cache_status(kernel, np.dtype(dt)) for dt in ("float32", "float64")},
+        },
+        "first_use": {
+            "mode": warmup.get_first_use(),
+            "runs": warmup.first_use_runs(),  # products this process ran on the first-use driver
+            "compiling": warmup.compiling(),
         },
     }
 
@@ -77,6 +82,9 @@ def format_info(data: dict) -> str:
         missing = [name for name, ready in status.items() if not ready]
         lines.append(f"compiled       {dt}: {len(status) - len(missing)} of {len(status)} entries"
                      + (f"; not yet: {', '.join(missing)}" if missing else ""))
+    first = data["first_use"]
+    lines.append(f"first use      {first['mode']}: {first['runs']} products on the first-use driver here"
+                 + (f"; compiling {', '.join(first['compiling'])}" if first["compiling"] else ""))
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ operands, which also keeps cold compile time down.
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from types import MappingProxyType
 
@@ -103,9 +104,13 @@ class Entry:
         cache = self.dispatcher._cache  # Numba's FunctionCache: the index maps signatures to data files
         try:
             key = cache._index_key(_argument_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen())
-            return key in cache._cache_file._load_index()
+            cache_file = cache._cache_file
+            data_name = cache_file._load_index().get(key)
         except (AttributeError, OSError):  # no cache (NullCache), or none readable
             return False
+        # Numba writes the index before the data file (each by an atomic rename): an entry
+        # another process is saving is cached once its data file is there.
+        return data_name is not None and os.path.exists(os.path.join(cache_file._cache_path, data_name))
 
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""

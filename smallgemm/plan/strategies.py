@@ -132,22 +132,27 @@ class Strategy:
     # one block: a longer product is computed into a buffer first (``_in_two_steps``).
     chains_in_c: bool = False
 
-    # The compiled entries the serial and the parallel runner call: until they are compiled,
-    # products run on the first-use driver (``warmup``).
+    # The compiled entries the serial and the parallel runner call, each runner its own:
+    # until a runner's entries are loaded or in the cache, the products it would run are
+    # computed on the first-use driver (``warmup``).
     serial_entries: tuple[Entry, ...] = ()
     parallel_entries: tuple[Entry, ...] = ()
 
     def run(self, p: Problem) -> None:
-        if self.chains_in_c and p.beta != 0 and not (p.alpha == 1 and p.beta == 1) and p.k > p.prep.sizes.kc:
-            _in_two_steps(self, p)
-            return
         threaded = self.parallel is not None and p.workers > 1 and self.worth_threads(p)
-        needed = self.serial_entries + self.parallel_entries if threaded else self.serial_entries
-        if needed and warmup.ran_first(needed, p):
+        if self.chains_in_c and p.beta != 0 and not (p.alpha == 1 and p.beta == 1) and p.k > p.prep.sizes.kc:
+            needed = (self.parallel_entries if threaded else self.serial_entries) + (entries.SCALE_ADD,)
+            if not warmup.ran_first(needed, p):
+                _in_two_steps(self, p)
             return
-        if threaded and runners.in_parallel(self.parallel, p):
+        if threaded and runners.in_parallel(self._run_parallel, p):
             return
-        self.serial(p)
+        if not (self.serial_entries and warmup.ran_first(self.serial_entries, p)):
+            self.serial(p)
+
+    def _run_parallel(self, p: Problem) -> None:
+        if not (self.parallel_entries and warmup.ran_first(self.parallel_entries, p)):
+            self.parallel(p)
 
 
 def _in_two_steps(strategy: Strategy, p: Problem) -> None:
@@ -238,8 +243,8 @@ def _stack_tasks(p: Problem) -> None:
 
 _UNPACKED_ENTRIES = {"serial_entries": (entries.UNPACKED,), "parallel_entries": (entries.UNPACKED_PARALLEL,)}
 _BLOCKED_ENTRIES = {"serial_entries": (entries.BLOCKED,), "parallel_entries": (entries.PARALLEL,)}
-# A stack's serial entry, with the small way in that takes over once it is compiled.
-_STACK = (entries.BATCHED, entries.SMALL_STACK)
+# A stack's serial entry (the small way in, SMALL_STACK, fetches itself: ``prepared._FirstSmall``).
+_STACK = (entries.BATCHED,)
 
 EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None,
                  lambda p: None)

@@ -18,10 +18,12 @@ leaves the cache filled for the next one.  A fork forgets the parent's compile p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -47,17 +49,30 @@ def get_first_use() -> str:
     """The first-use mode in force (``set_first_use``)."""
     return MODE
 
+
+@contextlib.contextmanager
+def first_use(mode: str) -> Iterator[None]:
+    """``set_first_use(mode)`` inside a ``with`` block, restoring the previous mode after."""
+    previous = MODE
+    set_first_use(mode)
+    try:
+        yield
+    finally:
+        set_first_use(previous)
+
 # The largest product (multiply-adds, a stack's in all) the first-use driver takes: about
 # a second at its speed, against the seconds that compiling would cost anyway.
 FIRST_USE_MAX_VOLUME = 1 << 34
-# How often an entry that another process compiles is looked for in the cache, in seconds.
+# How often the cache is read again for an entry that is neither loaded nor found there
+# (another process compiles it), in seconds.
 RECHECK_SECONDS = 0.5
 
 _NO_OFFSETS = np.zeros(1, np.int64)
 
 
 class _Compiles:
-    """This process's compile process, the entries it compiles and those still to ask for."""
+    """This process's compile process, the entries it compiles and those still to ask for,
+    and how many products ran on the first-use driver (``first_use_runs``)."""
 
     def __init__(self):
         self.process: subprocess.Popen | None = None
@@ -66,6 +81,7 @@ class _Compiles:
         self.done: set[tuple[str, str, str]] = set()
         self.failed: set[tuple[str, str, str]] = set()
         self.checked: dict[tuple[str, str, str], float] = {}
+        self.runs = 0
 
 
 _state = _Compiles()
@@ -78,6 +94,18 @@ def _forget_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def first_use_runs() -> int:
+    """How many products this process ran on the first-use driver."""
+    return _state.runs
+
+
+def compiling() -> list[str]:
+    """The entries this process's compile process compiles now, and those queued after it,
+    as ``ENTRY kernel dtype``."""
+    state = _state
+    return [" ".join(key) for key in sorted(state.compiling) + state.queued]
 
 
 def _key(entry: Entry, kernel, dtype: np.dtype) -> tuple[str, str, str]:
@@ -115,10 +143,13 @@ def _pump(start: bool = True) -> None:
 
 
 def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool:
-    """Whether ``entry.get`` would be quick now: the entry is loaded or in the on-disk cache,
-    its compile failed elsewhere (``get`` then compiles, or says why it cannot), or products
-    compile in process.  Otherwise its compile is asked for (and, with ``start``, started
-    if no other is running), and the answer is False."""
+    """Whether ``entry.get`` is quick now, making it so where it can: True if the entry is
+    loaded, or found in the on-disk cache (then loaded here, once: a loaded entry is never
+    looked for again), or its compile failed elsewhere (``get`` then compiles, or says why
+    it cannot), or products compile in process.  Otherwise its compile is asked for (and,
+    with ``start``, started if no other is running) and the answer is False; the cache is
+    then read again at most every ``RECHECK_SECONDS``, and at once when the compile process
+    ends, so the entry is loaded as soon as it is there."""
     if MODE == COMPILE or kernel.gemv.lane_sums or entry.ready(kernel, dtype):
         return True  # the compile command compiles only the exact kernels: lane-wise sums compile here
     _pump(start)
@@ -126,19 +157,18 @@ def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool
     state = _state
     if key in state.failed:
         return True
-    if key in state.compiling:
-        return False
     finished = key in state.done
     now = time.monotonic()
     if not finished and now - state.checked.get(key, -RECHECK_SECONDS) < RECHECK_SECONDS:
         return False
     state.checked[key] = now
     if entry.cached(kernel, dtype):
+        entry.get(kernel, dtype)  # loaded now: ``ready`` answers from here on
         return True
     if finished:  # compiled, yet not in the cache (none is writable): compile here
         state.failed.add(key)
         return True
-    if key not in state.queued:
+    if key not in state.queued and key not in state.compiling:
         state.queued.append(key)
     if start:
         _pump()
@@ -156,7 +186,8 @@ def runs_first(p) -> bool:
 
 def ran_first(needed: tuple[Entry, ...], p) -> bool:
     """Compute the placed problem ``p`` on the first-use driver if one of the ``needed``
-    entries cannot be fetched quickly (``fetchable``, which asks for its compile); True if it did."""
+    entries (those the runner about to run calls, and no others) cannot be fetched quickly
+    (``fetchable``, which loads it from the cache or asks for its compile); True if it did."""
     prep = p.prep
     kernel, dtype = prep.kernel, prep.dtype
     if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed) or not runs_first(p):
@@ -171,4 +202,5 @@ def ran_first(needed: tuple[Entry, ...], p) -> bool:
     entries.FIRST_USE.get(kernel, dtype)(
         prep.shape, prep.scalar(p.alpha), prep.scalar(p.beta), p.a, b, p.c, *offsets, continue_chain
     )
+    _state.runs += 1
     return True

@@ -7,16 +7,16 @@ kernel smallgemm used and the OpenBLAS kernel NumPy used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..plan.warmup import COMPILE, set_first_use
 
 # Square products of seed 000 (M = N, K = 1024) and the classic cube.
 DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = tuple((s, s, 1024) for s in (128, 256, 512, 1024, 2048, 4096)) + (
@@ -68,10 +68,9 @@ def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle
 
     With ``settle`` > 0 the calls alternate in BLOCKS blocks, each preceded by a
     pause of ``settle`` seconds and WARM_SECONDS of untimed runs (see SETTLE_SECONDS).
-    The tuned drivers are timed: products compile their entries here, never running first
-    on the first-use driver (``warmup``).
+    Nothing is set: the calls run as a user's would (after ``compile_first``, each entry
+    is loaded from the cache by its first call).
     """
-    set_first_use(COMPILE)
     for call in calls:
         call()
     timings = [Timing([]) for _ in calls]
@@ -97,6 +96,34 @@ def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle
     return timings
 
 
+COMPILED_FIRST = "after `python -m smallgemm compile`, default settings"
+
+
+def compile_first(dtypes: Iterable = (np.float32, np.float64), out=sys.stderr) -> None:
+    """Fill the compile cache for the kernel in force, as a user runs ``python -m smallgemm
+    compile`` once, in a process of its own: the timing process keeps its default settings
+    (threads, first-use mode) and loads each entry from the cache on its first call."""
+    for dtype in dtypes:
+        name = np.dtype(dtype).name
+        print(f"python -m smallgemm compile --dtype {name}", file=out, flush=True)
+        subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet", "--dtype", name], check=True)
+
+
+def thread_limits(threads: int | None):
+    """Both libraries on ``threads`` threads (``threadpoolctl`` for NumPy's BLAS,
+    ``smallgemm.num_threads``); None: each library's default, nothing set."""
+    if threads is None:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    import smallgemm
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(threadpool_limits(threads, user_api="blas"))
+    stack.enter_context(smallgemm.num_threads(threads))
+    return stack
+
+
 def repeats_for(seconds_per_call: float) -> int:
     return max(5, min(50, int(TARGET_SECONDS / max(seconds_per_call, 1e-9))))
 
@@ -111,10 +138,9 @@ def openblas_kernel() -> str:
     return "unknown BLAS"
 
 
-def run(shapes, dtype: np.dtype, threads: int, out=sys.stdout) -> list[dict]:
-    """Benchmark ``shapes``; print the table and return one record per shape."""
-    from threadpoolctl import threadpool_limits
-
+def run(shapes, dtype: np.dtype, threads: int | None, out=sys.stdout) -> list[dict]:
+    """Benchmark ``shapes`` on ``threads`` threads (None: the defaults, nothing set); print
+    the table and return one record per shape.  Run ``compile_first`` before it."""
     import smallgemm
 
     forced = [f"{v}={os.environ[v]}" for v in OPENBLAS_FORCING if v in os.environ]
@@ -122,12 +148,14 @@ def run(shapes, dtype: np.dtype, threads: int, out=sys.stdout) -> list[dict]:
         print(f"warning: {' '.join(forced)} forces NumPy's OpenBLAS kernel; its figures are not "
               f"its best (run without them)", file=out)
     kernel = smallgemm.plan.dispatch.current()
+    workers = smallgemm.get_num_threads() if threads is None else threads
+    setting = f"{workers} thread(s), the default" if threads is None else f"{threads} thread(s), set for both"
     print(f"smallgemm kernel {kernel.tile_name(dtype)}, NumPy {np.__version__} with {openblas_kernel()}, "
-          f"dtype {np.dtype(dtype).name}, {threads} thread(s), timings interleaved", file=out)
+          f"dtype {np.dtype(dtype).name}, {setting}; {COMPILED_FIRST}; timings interleaved", file=out)
     rng = np.random.default_rng(0)
     records = []
-    settle = SETTLE_SECONDS if threads > 1 else 0.0
-    with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
+    settle = SETTLE_SECONDS if workers > 1 else 0.0
+    with thread_limits(threads):
         for shape in shapes:
             m, n, k = shape
             a = rng.standard_normal((m, k)).astype(dtype)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..api.matmul import matmul
 from ..kernels import kernel_by_name
-from ..plan import blocking, rules, strategies
+from ..plan import blocking, rules, strategies, warmup
 from .candidates import (
     DEFAULT_WORKSPACE_LIMIT,
     Candidate,
@@ -195,6 +195,13 @@ def search(
     least once); validation always runs in full.  ``candidates`` overrides the
     enumeration; ``run`` replaces ``strategies.run`` (compute scope) for tests.
     """
+    with warmup.first_use(warmup.COMPILE):  # candidates are timed on their own entries, compiled here
+        return _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, workspace_limit, seed, run,
+                       candidates, out)
+
+
+def _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, workspace_limit, seed, run, candidates,
+            out) -> SearchResult:
     k = kernel_by_name(kernel)
     dt = np.dtype(dtype)
     if candidates is None:
