@@ -1,6 +1,6 @@
 """What a user gets: each headline product in a fresh process with default settings; print Markdown.
 
-    python benchmarks/default_path.py [--rounds 3]
+    python benchmarks/default_path.py [--rounds 3] [--only TEXT]
 
 ``python -m smallgemm compile`` fills the cache first.  Then, for each product of the
 README's table, ROUNDS fresh processes with default settings (no ``SMALLGEMM_*`` variable,
@@ -71,6 +71,7 @@ def _child(make: str, **settings: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", default="", help="the products whose label holds TEXT")
     args = parser.parse_args()
     rerun_clean()
     bench.compile_first()
@@ -80,6 +81,8 @@ def main() -> None:
     print("| product (float32 unless said) | default settings | `SMALLGEMM_FIRST_USE=compile` | default / compile "
           "| first-use runs (default) |\n|---|---|---|---|---|")
     for label, make in PRODUCTS.items():
+        if args.only not in label:
+            continue
         default, compiled, first = [], [], 0
         for _ in range(args.rounds):
             run = _child(make)
