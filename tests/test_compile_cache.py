@@ -15,7 +15,7 @@ PACKAGE = os.path.dirname(os.path.realpath(smallgemm.__file__))
 
 
 def test_package_functions_are_stamped_with_all_package_sources():
-    for function in (unpacked.gemv_rows, importlib.import_module("smallgemm.kernels.microkernel").write_back):
+    for function in (unpacked.unpacked_entry, importlib.import_module("smallgemm.kernels.microkernel").write_back):
         locator = function._cache._impl.locator
         assert isinstance(locator, compile_cache.PackageStampLocator)
         assert locator.get_source_stamp() == compile_cache.source_fingerprint(PACKAGE)

@@ -70,8 +70,9 @@ def small_stack_entry(
         return SMALL_PLANNED
     gemm_unpacked_stack(
         shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
-        pa, offsets_a, rs_a, cs_a, address(b), offsets_b, rs_b, cs_b,
-        address(c), offsets_c, c.strides[1] // size, c.strides[2] // size, kc, buffer_at(scratch, a), buffer_at(sums, a),
+        pa, address(offsets_a), rs_a, cs_a, address(b), address(offsets_b), rs_b, cs_b,
+        address(c), address(offsets_c), c.strides[1] // size, c.strides[2] // size, kc, buffer_at(scratch, a),
+        buffer_at(sums, a), offsets_c.shape[0],
     )
     return SMALL_DONE
 
@@ -96,8 +97,9 @@ def stack_run(
     pa, pb, pc = address(a), address(b), address(c)
     if unpacked:
         gemm_unpacked_stack(
-            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, offsets_a, rs_a, cs_a,
-            pb, offsets_b, rs_b, cs_b, pc, offsets_c, rs_c, cs_c, kc, scratch, sums,
+            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, address(offsets_a), rs_a, cs_a,
+            pb, address(offsets_b), rs_b, cs_b, pc, address(offsets_c), rs_c, cs_c, kc, scratch, sums,
+            offsets_c.shape[0],
         )
         return
     for t in range(offsets_c.shape[0]):

@@ -32,6 +32,7 @@ from ..simd import (
     tile_rows,
     tile_with_rows,
 )
+from ..simd.linked import linked
 from .packing import pack_a, pack_b_panels
 
 
@@ -65,7 +66,7 @@ def block_merge(pc, depth, k, alpha, beta, c):
     return mode, alpha if pc + depth >= k else one
 
 
-@njit(cache=True)
+@linked
 def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
     """JR and IR loops: every MR x NR tile of a packed A block times packed B panels.
 
@@ -162,7 +163,7 @@ def row_block_task(
     )
 
 
-@njit(cache=True)
+@linked
 def gemm_serial(
     shape, m, n, k, alpha, beta,
     a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,

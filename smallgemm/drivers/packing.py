@@ -29,9 +29,10 @@ from ..simd import (
     tile_rows,
     zero_of,
 )
+from ..simd.linked import linked
 
 
-@njit(cache=True)
+@linked
 def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
     """Pack the ``rows x depth`` block of A at ``a_off`` into MR-row panels."""
     mr = tile_rows(shape)
@@ -119,7 +120,7 @@ def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
             buf[panel + p * nr + j] = zero
 
 
-@njit(cache=True)
+@linked
 def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf, streaming):
     """Pack NR-column panels [first, end) of a ``depth x cols`` slice of B, panel q at
     ``q * NR * depth`` in ``buf``: full panels of a B with contiguous rows in groups

@@ -9,6 +9,7 @@ from numba import njit
 
 from ...kernels.microkernel import direct_microkernel, merge_tile
 from ...simd import resident_b, resident_product, tile_cols, tile_rows, tile_zero
+from ...simd.linked import linked
 from ..blocked import merge_mode
 from .route import (
     DOTS_OF_A_ROWS,
@@ -26,7 +27,7 @@ from .row_dots import dot_rows, gemv_rows
 from .stream import fetches_ahead, stream_tiles
 
 
-@njit(cache=True)
+@linked
 def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
     """A whole product with B in registers (k <= the tile's depth, n <= RESIDENT_STRIPS tile widths).
 
@@ -80,7 +81,7 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
                        c, c_off + j * cs_c, rs_c, cs_c, scratch)
 
 
-@njit(cache=True)
+@linked
 def gemm_unpacked(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
     rs_c, cs_c, kc, scratch, sums,
@@ -117,12 +118,13 @@ def gemm_unpacked(
                    cs_c, kc, sums, scratch)
 
 
-@njit(cache=True)
+@linked
 def gemm_unpacked_stack(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, cs_b,
-    c, offsets_c, rs_c, cs_c, kc, scratch, sums,
+    c, offsets_c, rs_c, cs_c, kc, scratch, sums, count,
 ):
-    """``gemm_unpacked`` for each product of a stack (``offsets_*``: where each matrix starts).
+    """``gemm_unpacked`` for each of the ``count`` products of a stack (``offsets_*``: pointers
+    to where each matrix starts).
 
     For the resident tile, the tile and the compiled loop for the strides are
     chosen once per stack, not once per product (saving ~10 ns of a ~100 ns
@@ -130,7 +132,6 @@ def gemm_unpacked_stack(
     over products holds ``resident_strip`` inlined.  The main tile is chosen once
     per stack too (saving 8 % of a stack of 1000 float32 16x16x16 products, AVX2).
     """
-    count = offsets_c.shape[0]
     choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == MAIN_TILE:
         for t in range(count):
