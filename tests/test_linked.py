@@ -12,66 +12,58 @@ import textwrap
 
 import numpy as np
 import pytest
-from numba import njit
+from numba import njit, typeof, types
 from numba.core.errors import TypingError
 
-from smallgemm.drivers import blocked, unpacked
+from smallgemm.drivers import blocked, packing
 from smallgemm.plan import dispatch
 from smallgemm.simd import address
+from test_packing import expected_a
 
 
 @njit
-def _first_caller(rule, vec, mat, c, sums):
+def _first_caller(shape, a, rows, depth, buf):
     z = np.intp(0)
-    unpacked.gemv_rows(rule, mat.shape[1], mat.shape[0], 1.0, 0.0, address(vec), z, 1, address(mat), z,
-                       mat.shape[1], address(c), z, 1, 1 << 40, address(sums))
+    packing.pack_a(shape, address(a), z, a.shape[1], 1, rows, depth, address(buf), z)
 
 
 @njit
-def _second_caller(rule, vec, mat, c, sums):
-    unpacked.gemv_rows(rule, mat.shape[1], mat.shape[0], 1.0, 0.0, address(vec), 0, 1, address(mat), 0,
-                       mat.shape[1], address(c), 0, 1, 1 << 40, address(sums))
+def _second_caller(shape, a, rows, depth, buf):
+    packing.pack_a(shape, address(a), 0, a.shape[1], 1, rows, depth, address(buf), 0)
 
 
 def test_a_linked_routine_is_compiled_once_and_called_by_name():
     """Two callers (one passing literal zeros): one compiled routine; each caller's code declares
-    its name and holds none of its body."""
+    its name and holds none of its body; both pack as ``pack_a`` does."""
     kernel = dispatch.current()
-    rule = kernel.gemv
     rng = np.random.default_rng(0)
-    vec, mat = rng.standard_normal(70), rng.standard_normal((70, 90))
-    sums = np.zeros(1 << 16)
-    routine = unpacked.gemv_rows.linked
+    block = rng.standard_normal((20, 9))
+    mr = kernel.mr()
+    routine = packing.pack_a.linked
+    before = set(routine.compiled)
     for caller in (_first_caller, _second_caller):
-        c = np.full(90, np.nan)
-        caller(rule, vec, mat, c, sums)
-        np.testing.assert_allclose(c, vec @ mat, rtol=1e-12)
-    signatures = [t for t in routine.compiled if t[0] == type(rule) or str(t[0]) == str(_typeof(rule))]
-    assert len(signatures) == 1, signatures
-    symbol = routine.symbol(signatures[0])
+        buf = np.full(-(-20 // mr) * mr * 9, np.nan)
+        caller(kernel.shape, block, 20, 9, buf)
+        assert np.array_equal(buf, expected_a(block, mr))
+    added = set(routine.compiled) - before
+    assert len(routine.compiled) >= 1 and len(added) <= 1, added
+    signature = next(t for t in routine.compiled if t[0] == typeof(kernel.shape) and t[1] == types.CPointer(types.float64))
+    symbol = routine.symbol(signature)
     for caller in (_first_caller, _second_caller):
         llvm_ir = next(iter(caller.inspect_llvm().values()))
         assert re.search(rf'declare \S+ @"?{re.escape(symbol)}"?\(', llvm_ir), symbol
-        assert "gemv_rows" not in llvm_ir.replace(symbol, "")
-
-
-def _typeof(value):
-    from numba import typeof
-
-    return typeof(value)
+        assert "pack_a" not in llvm_ir.replace(symbol, "")
 
 
 @njit
-def _passing_an_array(rule, vec, mat, c, sums):
-    unpacked.gemv_rows(rule, mat.shape[1], mat.shape[0], 1.0, 0.0, vec, 0, 1, address(mat), 0,
-                       mat.shape[1], address(c), 0, 1, 1 << 40, address(sums))
+def _passing_an_array(shape, a, buf):
+    packing.pack_a(shape, a, 0, a.shape[1], 1, 4, 4, address(buf), 0)
 
 
 def test_a_routine_takes_pointers_and_scalars_only():
     """An array where the C function takes a pointer is refused when the caller is typed."""
-    vec, mat, c, sums = np.ones(4), np.ones((4, 4)), np.ones(4), np.ones(64)
-    with pytest.raises(TypingError, match="gemv_rows"):
-        _passing_an_array(dispatch.current().gemv, vec, mat, c, sums)
+    with pytest.raises(TypingError, match="pack_a"):
+        _passing_an_array(dispatch.current().shape, np.ones((4, 4)), np.ones(64))
     assert blocked.macro_kernel.linked.name == "smallgemm.drivers.blocked.macro_kernel"
 
 

@@ -31,6 +31,11 @@ from numba import cfunc, types
 from numba.core import caching, cgutils
 from numba.extending import intrinsic
 
+# Every loop starts on a 64-byte boundary: where the JIT places a routine then leaves the
+# speed of its loops alone (unaligned, one build of the row stream ran 4-9 % slower than
+# another with the same loops, one core of AMD Zen 4).
+llvm.set_option("", "--align-loops=64")
+
 PREFIX = "smallgemm.linked."
 _MARK = "smallgemm-linked-v1"  # a cached payload that carries the routines it calls
 

@@ -69,7 +69,7 @@ def fetches_ahead(tile, a, n, k, cs_b):
     return cs_b != 1 and large and strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
 
 
-@linked
+@njit(cache=True)
 def stream_tiles(
     tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
     fetch,
@@ -98,7 +98,7 @@ def stream_tiles(
                   c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
 
 
-@linked
+@njit(cache=True)
 def stream_strips(
     tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
     fetch,
