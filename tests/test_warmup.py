@@ -307,7 +307,7 @@ def test_explain_says_whether_the_entries_are_compiled(monkeypatch):
     assert smallgemm.explain(a, b, threads=1).compiled == "yes: BLOCKED (loaded or in the cache)"
     monkeypatch.setattr(entries.BLOCKED, "cached", lambda kernel, dtype: False)
     assert smallgemm.explain(a, b, threads=1).compiled == (
-        "not yet: BLOCKED; a first product compiles them (1-20 s each)")
+        "not yet: BLOCKED; a first product compiles them (1-40 s each)")
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
     assert smallgemm.explain(a, b, threads=1).compiled == (
         "not yet: BLOCKED; a first product runs on the first-use driver (same bits) while they compile in "

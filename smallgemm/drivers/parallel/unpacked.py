@@ -18,7 +18,6 @@ from ...simd import (
     tile_lanes,
     tile_rows,
 )
-from ...simd.linked import linked
 from ..unpacked import (
     DOTS_OF_A_ROWS,
     DOTS_OF_B_COLUMNS,
@@ -52,7 +51,7 @@ def stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b):
     return tile_rows(shape), tile_cols(shape, a), fetches_ahead(shape, a, n, k, cs_b)
 
 
-@linked
+@njit(cache=True)
 def stream_tile_of(
     tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
     c, c_off, rs_c, cs_c, kc, sums, scratch, fetch,
