@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from numba import njit, typeof, types
 from numba.core.errors import TypingError
+from test_packing import expected_a
 
 from smallgemm.drivers import blocked, packing
 from smallgemm.plan import dispatch
 from smallgemm.simd import address
-from test_packing import expected_a
 
 
 @njit
