@@ -103,10 +103,10 @@ def compile_first(dtypes: Iterable = (np.float32, np.float64), out=sys.stderr) -
     """Fill the compile cache for the kernel in force, as a user runs ``python -m smallgemm
     compile`` once, in a process of its own: the timing process keeps its default settings
     (threads, first-use mode) and loads each entry from the cache on its first call."""
-    for dtype in dtypes:
-        name = np.dtype(dtype).name
-        print(f"python -m smallgemm compile --dtype {name}", file=out, flush=True)
-        subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet", "--dtype", name], check=True)
+    names = sorted({np.dtype(dtype).name for dtype in dtypes})
+    chosen = ["--dtype", names[0]] if len(names) == 1 else []  # no --dtype: both, in one process
+    print(" ".join(["python -m smallgemm compile", *chosen]), file=out, flush=True)
+    subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet", *chosen], check=True)
 
 
 def thread_limits(threads: int | None):
