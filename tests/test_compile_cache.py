@@ -3,6 +3,8 @@ edit to a callee's module invalidates its cached callers."""
 
 import importlib
 import os
+import pathlib
+import re
 import subprocess
 import sys
 import threading
@@ -39,6 +41,28 @@ def test_fingerprint_follows_every_python_source_and_nothing_else(tmp_path):
     assert changed != first
     (tmp_path / "sub" / "b.py").rename(tmp_path / "sub" / "c.py")
     assert fingerprint() not in (first, changed)
+
+
+def test_fingerprint_leaves_out_the_subpackages_that_cache_nothing(tmp_path):
+    """An edit to smallgemm.cuda, .dask or .nn keeps the CPU entries' cache; the same names
+    deeper down are sources like any other."""
+    (tmp_path / "a.py").write_text("X = 1\n")
+    for name in compile_cache.UNCACHED_SUBPACKAGES:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text("Y = 1\n")
+    (tmp_path / "sub" / "cuda").mkdir(parents=True)
+    (tmp_path / "sub" / "cuda" / "m.py").write_text("Z = 1\n")
+
+    def fingerprint():
+        compile_cache.source_fingerprint.cache_clear()
+        return compile_cache.source_fingerprint(str(tmp_path))
+
+    first = fingerprint()
+    for name in compile_cache.UNCACHED_SUBPACKAGES:
+        (tmp_path / name / "m.py").write_text("Y = 2\n")
+    assert fingerprint() == first
+    (tmp_path / "sub" / "cuda" / "m.py").write_text("Z = 2\n")
+    assert fingerprint() != first
 
 
 # A caller whose cached machine code inlines a callee defined in another module.
@@ -156,3 +180,15 @@ def test_two_processes_started_together_on_an_empty_cache(tmp_path):
     assert third.returncode == 0, third.stderr
     assert sorted(third.stdout.splitlines()) == outputs[0]
     assert any(name.endswith(".nbc") for _, _, names in os.walk(tmp_path) for name in names)
+
+
+def test_the_uncached_subpackages_cache_nothing_and_feed_no_cached_code():
+    """What leaving them out of the stamp relies on: no ``cache=True`` in them, and no module
+    outside them imports them."""
+    names = "|".join(sorted(compile_cache.UNCACHED_SUBPACKAGES))
+    imports = re.compile(rf"^\s*(from\s+(smallgemm|\.+)\.?({names})\b|import\s+smallgemm\.({names})\b)", re.MULTILINE)
+    for path in pathlib.Path(PACKAGE).rglob("*.py"):
+        inside = path.relative_to(PACKAGE).parts[0] in compile_cache.UNCACHED_SUBPACKAGES
+        text = path.read_text()
+        assert not (inside and "cache=True" in text), path
+        assert inside or not imports.search(text), path

@@ -9,11 +9,13 @@ the bits of smallgemm.matmul in exact mode).  Both are also held to the error bo
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import re
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from reference import assert_close, chain_reference
 
 import smallgemm
 from smallgemm.cuda import KERNELS, matmul, operands, ptx, schedule, streamed
+from smallgemm.cuda import bench as cuda_bench
 from smallgemm.cuda.__main__ import main as cuda_main
 from smallgemm.cuda.kernels import ladder
 from smallgemm.cuda.operands import simulated
@@ -310,6 +313,91 @@ def test_products_larger_than_the_memory_limit(name, limit, cut_k):
     assert np.array_equal(matmul(a, b, kernel=name, memory_limit=limit), whole)
 
 
+class LiveDeviceBytes:
+    """Counts the bytes of device arrays alive at once: every array ``cuda.device_array`` and
+    ``cuda.to_device`` make, from its allocation until it is collected."""
+
+    def __init__(self, monkeypatch):
+        self.live = self.peak = 0
+        for name in ("device_array", "to_device"):
+            monkeypatch.setattr(cuda, name, self.counted(getattr(cuda, name)))
+
+    def counted(self, allocate):
+        def wrapper(*args, **kwargs):
+            array = allocate(*args, **kwargs)
+            size = int(np.prod(array.shape)) * np.dtype(array.dtype).itemsize
+            self.live += size
+            self.peak = max(self.peak, self.live)
+            weakref.finalize(array, self.freed, size)
+            return array
+
+        return wrapper
+
+    def freed(self, size):
+        self.live -= size
+
+
+class NoKernel:
+    """A kernel that launches nothing: the schedule's allocations without the simulator's
+    cost of running the kernels."""
+
+    def launch(self, a, b, c, accumulate=False, stream=0):
+        pass
+
+
+@pytest.mark.parametrize("tile, dtype, shape, share", [
+    ((16, 16), np.float32, (96, 150, 40), 1 / 2),
+    ((16, 16), np.float64, (130, 90, 70), 1 / 2),
+    ((16, 16), np.float32, (200, 64, 64), 1 / 2),
+    ((16, 16), np.float32, (200, 64, 64), 1 / 3),
+    ((16, 16), np.float64, (64, 3000, 40), 1 / 6),
+    ((16, 16), np.float32, (300, 900, 1000), 1 / 40),
+    ((128, 128), np.float32, (1000, 200, 500), 1 / 10),
+    ((128, 128), np.float32, (300, 900, 1000), 1 / 20),
+    ((64, 64), np.float64, (64, 3000, 40), 1 / 2),
+    ((64, 64), np.float64, (500, 400, 3000), 1 / 50),
+])
+def test_the_schedule_allocates_what_its_model_counts(monkeypatch, dtype, shape, share, tile):
+    """``streamed.run``'s device arrays alive at once are ``device_bytes`` of its panels, at
+    most ``memory_limit``, for panels cut in rows, columns and k (the kernels' tile sizes;
+    the kernel itself launches nothing here)."""
+    m, n, k = shape
+    size = np.dtype(dtype).itemsize
+    limit = int((m * k + k * n + m * n) * size * share)
+    panels = schedule.choose(m, n, k, (size,) * 3, limit, *tile)
+    a = np.broadcast_to(np.ones(1, dtype), (m, k))
+    b = np.broadcast_to(np.ones(1, dtype), (k, n))
+    gc.collect()
+    live = LiveDeviceBytes(monkeypatch)
+    streamed.run(NoKernel(), a, b, np.empty((m, n), dtype), panels)
+    assert live.peak == schedule.device_bytes(m, n, k, (size,) * 3, panels) <= limit
+
+
+@pytest.mark.parametrize("name, dtype, shape, share", [
+    ("shared", np.float32, (64, 40, 10), 0.6),
+    ("bank_free", np.float64, (36, 30, 40), 1 / 3),
+    ("register", np.float32, (128, 20, 16), 0.8),
+    ("register", np.float32, (256, 4, 64), 1 / 2),
+    ("register", np.float64, (64, 150, 12), 3 / 4),
+    ("naive", np.float64, (30, 20, 120), 1 / 5),
+])
+def test_live_device_bytes_stay_within_the_memory_limit(monkeypatch, name, dtype, shape, share):
+    """A streamed product, through ``matmul``, keeps the device arrays alive at once within
+    ``memory_limit`` (counted as they are made and collected) and has the bits of the
+    one-piece product."""
+    rng = np.random.default_rng(12)
+    m, n, k = shape
+    a, b = random(rng, (m, k), dtype), random(rng, (k, n), dtype, "F")
+    whole = matmul(a, b, kernel=name)
+    size = np.dtype(dtype).itemsize
+    limit = int((m * k + k * n + m * n) * size * share)
+    gc.collect()
+    live = LiveDeviceBytes(monkeypatch)
+    result = matmul(a, b, kernel=name, memory_limit=limit)
+    assert 0 < live.peak <= limit
+    assert np.array_equal(result, whole)
+
+
 def test_bench_prints_seed_000s_table(capsys):
     assert cuda_main(["bench", "--sizes", "8,9", "--repeats", "2", "--kernels", "naive,shared"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -318,6 +406,23 @@ def test_bench_prints_seed_000s_table(capsys):
     assert len(rows) == 4
     pattern = r"\s+(naive|shared)  M N K = +9 +9 +9, Time = ( +\d+\.\d{8}){3} s, AVG Performance = +\d+\.\d{4} Gflops"
     assert re.match(pattern, rows[-1])
+
+
+def tf32(x):
+    """float32 values rounded to TF32's 10 bits of mantissa (to nearest, ties away)."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("size", [64, 256, 1024])
+def test_the_bench_tells_tf32_from_fp32(size):
+    """The bench's check on cuBLAS's float32 product: an FP32 product (smallgemm's, or
+    NumPy's) passes, one of TF32-rounded inputs is caught."""
+    rng = np.random.default_rng(size)
+    a, b = (rng.standard_normal((size, size)).astype(np.float32) for _ in range(2))
+    assert not cuda_bench.tf32_in_use(a, b, smallgemm.matmul(a, b))
+    assert not cuda_bench.tf32_in_use(a, b, a @ b)
+    assert cuda_bench.tf32_in_use(a, b, (tf32(a).astype(np.float64) @ tf32(b)).astype(np.float32))
 
 
 def test_every_kernel_compiles_for_a_gpu():

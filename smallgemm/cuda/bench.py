@@ -1,14 +1,14 @@
 """``python -m smallgemm.cuda bench``: the ladder against cuBLAS, in seed 000's table.
 
 Each kernel multiplies square device matrices (``M = N = K``) ``repeats`` times,
-each launch timed by CUDA events; cuBLAS is ``cupy.matmul`` (TF32 off), where CuPy
-is installed.  Before timing, every kernel's result on the first size is checked
+each launch timed by CUDA events; cuBLAS is ``cupy.matmul``, where CuPy is installed,
+float32 in FP32: TF32 turned off with CuPy's own switch, and its row says whether a
+product showed TF32's errors.  Before timing, every kernel's result on the first size is checked
 bit for bit against ``smallgemm.matmul`` on the CPU in exact mode.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from functools import partial
 
@@ -35,13 +35,45 @@ def _seconds(run, repeats: int) -> list[float]:
     return times
 
 
-def _cublas(size: int, dtype: np.dtype, repeats: int) -> list[float] | None:
-    """Times of ``cupy.matmul`` with TF32 off, or None without CuPy."""
-    os.environ["CUPY_TF32"] = "0"  # cuBLAS in float32, as the kernels (read when CuPy is imported)
+# cuBLAS's float32 error, against the float64 product, in units of max(|A| @ |B|): FP32
+# arithmetic stays below 1e-6 at the sizes timed; TF32 rounds each input to 10 bits of
+# mantissa (unit roundoff 2**-11, about 5e-4), which leaves errors of 1e-4 and more.
+TF32_MIN_ERROR = 1e-5
+
+
+def tf32_in_use(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
+    """Whether the float32 product ``c`` of ``a`` and ``b`` has TF32's errors (``TF32_MIN_ERROR``)."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    scale = float((np.abs(a64) @ np.abs(b64)).max()) or 1.0
+    return float(np.abs(c - a64 @ b64).max()) / scale >= TF32_MIN_ERROR
+
+
+def _fp32_compute(cupy) -> str:
+    """Sets ``cupy.matmul`` to compute float32 in FP32 (TF32 off) with CuPy's own switch,
+    whenever CuPy was imported and whatever ``CUPY_TF32`` says; returns the compute type
+    CuPy now reports, or why none could be set."""
+    try:
+        from cupy._core import _routines_linalg as linalg
+    except ImportError:
+        return f"CuPy {cupy.__version__} has no compute-type switch"
+    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
+    return linalg.compute_type_to_str(linalg.get_compute_type(np.float32))
+
+
+def _cublas(size: int, dtype: np.dtype, repeats: int) -> tuple[list[float], str] | None:
+    """Times of ``cupy.matmul`` and what its arithmetic was (float32: the compute type set and
+    whether its product shows TF32's errors), or None without CuPy."""
     try:
         import cupy
     except ImportError:
         return None
+    note = ""
+    if dtype == np.float32:
+        compute = _fp32_compute(cupy)
+        rng = np.random.default_rng(2)
+        a_host, b_host = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+        c_host = cupy.asnumpy(cupy.matmul(cupy.asarray(a_host), cupy.asarray(b_host)))
+        note = f"{compute}, TF32 {'ON: not FP32' if tf32_in_use(a_host, b_host, c_host) else 'off (checked)'}"
     a = cupy.random.standard_normal((size, size)).astype(dtype)
     b = cupy.random.standard_normal((size, size)).astype(dtype)
     c = cupy.matmul(a, b)
@@ -53,7 +85,7 @@ def _cublas(size: int, dtype: np.dtype, repeats: int) -> list[float] | None:
         stop.record()
         stop.synchronize()
         times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return times
+    return times, note
 
 
 def line(size: int, times: list[float], name: str, reference: float | None) -> str:
@@ -99,10 +131,12 @@ def run(sizes: list[int], dtype: np.dtype, kernels: list[str], repeats: int) -> 
         a = cuda.to_device(rng.standard_normal((size, size)).astype(dtype))
         b = cuda.to_device(rng.standard_normal((size, size)).astype(dtype))
         c = cuda.device_array((size, size), dtype)
-        reference = _cublas(size, dtype, repeats)
-        if reference is not None:
-            lines.append(line(size, reference, "cuBLAS", None))
-        cublas_avg = sum(reference) / len(reference) if reference else None
+        cublas = _cublas(size, dtype, repeats)
+        cublas_avg = None
+        if cublas is not None:
+            reference, note = cublas
+            lines.append(line(size, reference, "cuBLAS", None) + (f" ({note})" if note else ""))
+            cublas_avg = sum(reference) / len(reference)
         for name in kernels:
             kernel = KERNELS[name]
             kernel.launch(a, b, c)  # compiles

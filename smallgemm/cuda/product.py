@@ -27,12 +27,14 @@ def matmul(a: Any, b: Any, out: Any = None, kernel: str = "register", memory_lim
     a device array (a CuPy array where an operand is one); ``out`` (NumPy or device,
     of the result's shape and dtype) receives it instead.
 
-    Each element is one chain of fused multiply-adds in increasing k: on a GPU the
-    result has the bits of ``smallgemm.matmul`` in exact mode, for every kernel.
+    Each element is one chain of fused multiply-adds in increasing k, designed to give
+    on a GPU the bits of ``smallgemm.matmul`` in exact mode, for every kernel (checked
+    so far in numba-cuda's simulator only: docs/gpu.md).
 
     NumPy operands whose device copies (A, B and C) do not fit in ``memory_limit``
     bytes (default: 90 % of the device's free memory) are multiplied block by block, panels
-    streamed through two CUDA streams (docs/gpu.md); the bits are the same.
+    streamed through two CUDA streams, the device arrays within ``memory_limit``
+    (docs/gpu.md); the bits are the same.
     """
     if kernel not in KERNELS:
         raise ValueError(f"smallgemm.cuda.matmul: unknown kernel {kernel!r}; the kernels are {', '.join(KERNELS)}")

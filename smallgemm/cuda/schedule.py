@@ -4,9 +4,10 @@ C is computed block by block.  A block of C is ``rows × cols``; it needs the A 
 panel of its rows and the B column panel of its columns, each ``depth`` deep (all of
 K unless even one tile's panels of full depth do not fit, then K in chunks, each
 block's chain continued from chunk to chunk).  The device holds two slots for A
-panels, two for B panels and two for C blocks: while one block is computed on one
-CUDA stream, the other stream copies the next block's panels in and the last
-block's result out.
+panels, two for B panels and two for C blocks (one where a single panel covers its
+matrix, ``slots``): while one block is computed on one CUDA stream, the other stream
+copies the next block's panels in and the last block's result out.  ``device_bytes``
+is what ``streamed.run`` allocates, to the byte.
 
 Order: row panel by row panel of A; along a row panel, the B column panels go left
 to right, then right to left on the next row panel (a serpentine), so an A panel is
@@ -41,13 +42,20 @@ class Step:
     chunk: int
 
 
-def device_bytes(m: int, n: int, k: int, itemsizes: tuple[int, int, int], panels: Panels) -> int:
-    """Device memory the schedule allocates: two slots each for A panels, B panels and C
-    blocks (one where a single panel or block covers its whole matrix)."""
-    sa, sb, sc = itemsizes
+def slots(m: int, n: int, k: int, panels: Panels) -> tuple[int, int, int]:
+    """Device slots for A panels, B panels and C blocks: two each, so that one is copied
+    while the other is used, or one where a single panel or block covers its whole
+    matrix (it is copied once and never replaced)."""
     a_slots = 1 if panels.rows >= m and panels.depth >= k else 2
     b_slots = 1 if panels.cols >= n and panels.depth >= k else 2
     c_slots = 1 if panels.rows >= m and panels.cols >= n else 2
+    return a_slots, b_slots, c_slots
+
+
+def device_bytes(m: int, n: int, k: int, itemsizes: tuple[int, int, int], panels: Panels) -> int:
+    """Device memory the schedule allocates: ``slots`` of each operand's panel size."""
+    sa, sb, sc = itemsizes
+    a_slots, b_slots, c_slots = slots(m, n, k, panels)
     return (a_slots * panels.rows * panels.depth * sa + b_slots * panels.depth * panels.cols * sb
             + c_slots * panels.rows * panels.cols * sc)
 

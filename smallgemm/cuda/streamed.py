@@ -5,8 +5,9 @@ can overlap a kernel from.  Each device slot remembers which panel it holds and 
 events: when its copy-in finished (a kernel on the other stream waits for it) and
 when the last kernel that read it on each stream finished (a copy into the slot waits
 for both).
-Block b of C is computed on stream b % 2 in its C slot b % 2 and copied back on the
-same stream; the host moves it into the result while block b + 1 runs.
+Block b of C is computed on stream b % 2 in its C slot b % 2 (the one slot where C is
+one block) and copied back on the same stream; the host moves it into the result while
+block b + 1 runs.  The device arrays are ``schedule.device_bytes`` in all.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from numba import cuda
 
 from .kernels.ladder import LadderKernel
-from .schedule import Panels, order
+from .schedule import Panels, order, slots
 
 
 @dataclass
@@ -34,12 +35,13 @@ class _Slot:
 
 
 class _Panels:
-    """The two slots of one operand, filled on demand, the least recently used refilled."""
+    """The slots of one operand (``schedule.slots``), filled on demand, the least recently
+    used refilled."""
 
-    def __init__(self, source: np.ndarray, size: int) -> None:
+    def __init__(self, source: np.ndarray, size: int, count: int) -> None:
         self.source = source
         self.slots = [_Slot(cuda.device_array(size, source.dtype), cuda.pinned_array(size, source.dtype))
-                      for _ in range(2)]
+                      for _ in range(count)]
         self.copies = 0
 
     def get(self, key: tuple, rows: slice, cols: slice, step: int, stream) -> tuple[_Slot, object]:
@@ -68,11 +70,12 @@ def run(kernel: LadderKernel, a: np.ndarray, b: np.ndarray, c: np.ndarray, panel
     m, k = a.shape
     n = b.shape[1]
     streams = (cuda.stream(), cuda.stream())
-    a_panels = _Panels(a, panels.rows * panels.depth)
-    b_panels = _Panels(b, panels.depth * panels.cols)
+    a_count, b_count, c_count = slots(m, n, k, panels)
+    a_panels = _Panels(a, panels.rows * panels.depth, a_count)
+    b_panels = _Panels(b, panels.depth * panels.cols, b_count)
     size = panels.rows * panels.cols
     c_slots = [(cuda.device_array(size, c.dtype), cuda.pinned_array(size, c.dtype), cuda.event())
-               for _ in range(2)]
+               for _ in range(c_count)]
     pending = None  # (rows, cols, staging, event) of the block being copied back
     for number, step in enumerate(order(m, n, k, panels)):
         rows = slice(step.i * panels.rows, min(m, (step.i + 1) * panels.rows))
@@ -82,7 +85,7 @@ def run(kernel: LadderKernel, a: np.ndarray, b: np.ndarray, c: np.ndarray, panel
         stream = streams[lane]
         a_slot, a_dev = a_panels.get((step.i, step.chunk), rows, depth, number, stream)
         b_slot, b_dev = b_panels.get((step.chunk, step.j), depth, cols, number, stream)
-        c_dev, c_staging, c_done = c_slots[lane]
+        c_dev, c_staging, c_done = c_slots[step.block % c_count]
         shape = (rows.stop - rows.start, cols.stop - cols.start)
         block = c_dev[:shape[0] * shape[1]].reshape(shape)
         a_slot.loaded.wait(stream)

@@ -10,8 +10,9 @@ segmentation fault (a stale two-thread entry point reading buffers the new
 planner had sized differently).
 
 ``watch(root)`` gives every cached function defined under ``root`` one stamp:
-a hash of all the ``.py`` files under ``root``.  Any change to any of them
-invalidates the whole package's cache, which then recompiles once.  Where the
+a hash of all the ``.py`` files under ``root`` (but the subpackages that cache
+nothing).  Any change to any of them invalidates the whole package's cache,
+which then recompiles once.  Where the
 cache lives (``__pycache__``, ``NUMBA_CACHE_DIR``, the user-wide directory) is
 still decided by Numba's own locators.
 
@@ -45,12 +46,20 @@ _CACHE_IMPL = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImp
 _watched_roots: list[str] = []
 
 
+# Subpackages of the root that hold no function Numba caches and that no cached
+# function imports (the GPU ladder, Dask, neural networks): an edit there leaves the
+# CPU entries' cache valid.
+UNCACHED_SUBPACKAGES = frozenset({"cuda", "dask", "nn"})
+
+
 @functools.lru_cache(maxsize=None)
 def source_fingerprint(root: str) -> str:
-    """A hash of the relative paths and contents of every ``.py`` file under ``root``."""
+    """A hash of the relative paths and contents of every ``.py`` file under ``root``, but
+    those in ``UNCACHED_SUBPACKAGES`` directly under it."""
     digest = hashlib.sha256()
     for folder, subfolders, files in os.walk(root):  # top-down: the pruned, sorted folders next
-        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+        skipped = {"__pycache__"} | (UNCACHED_SUBPACKAGES if folder == root else set())
+        subfolders[:] = sorted(d for d in subfolders if d not in skipped)
         for name in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, name)
             digest.update(os.path.relpath(path, root).encode())
