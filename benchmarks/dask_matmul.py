@@ -10,7 +10,9 @@ on the workers and held there (persisted); each timing is the product computed
 and held on the workers (no gather), the two libraries interleaved, the median of
 ``--repeats`` after one warm-up run of each.  ``--scale N`` divides every dimension
 by N (a quick run).  The result of smallgemm.dask is also computed on a cluster of
-one worker and compared bit for bit.
+one worker and compared bit for bit.  Then one k-step of the square product's blocks,
+timed pure (as the tasks run it: the partial block copied first) and in place: what
+keeping the tasks pure costs.
 """
 
 from __future__ import annotations
@@ -55,6 +57,24 @@ def seconds(client: distributed.Client, product: da.Array) -> float:
     return elapsed
 
 
+def step_copy_cost(dtype, chunk: int, repeats: int) -> tuple[float, float]:
+    """Seconds of one k-step of ``chunk``-square blocks as the tasks run it (pure: the partial
+    block copied, ``tasks.step``) and of the same step in place, one thread, interleaved,
+    medians of ``repeats``: what keeping tasks pure costs."""
+    rng = np.random.default_rng(3)
+    partial, a, b = (rng.standard_normal((chunk, chunk)).astype(dtype) for _ in range(3))
+    pure, in_place = [], []
+    with smallgemm.num_threads(1):
+        for _ in range(repeats + 1):  # the first of each: warm-up
+            start = time.perf_counter()
+            sgd.tasks.step(partial, a, b)
+            pure.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            smallgemm.gemm(1.0, a, b, beta=1.0, c=partial, overwrite_c=True)
+            in_place.append(time.perf_counter() - start)
+    return statistics.median(pure[1:]), statistics.median(in_place[1:])
+
+
 def cluster(workers: int) -> distributed.LocalCluster:
     return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
 
@@ -93,6 +113,13 @@ def main() -> None:
                 rows, [p for _ in dtypes for p in products(args.scale)]):
             a, b = operands(row[1], a_shape, b_shape, a_chunks, b_chunks)
             row[-1] = "yes" if np.array_equal(sgd.matmul(a, b).compute(), row[-1]) else "NO"
+    print("\n| k-step of one block (one thread) | dtype | pure (block copied) s | in place s | copy's share |")
+    print("|---|---|---|---|---|")
+    chunk = 2048 // args.scale
+    for dtype in dtypes:
+        pure, in_place = step_copy_cost(dtype, chunk, max(5, args.repeats))
+        print(f"| {chunk}x{chunk} @ {chunk}x{chunk} | {dtype} | {pure:.4f} | {in_place:.4f} | "
+              f"{100 * (pure - in_place) / pure:.1f} % |")
     print("\n| product | dtype | smallgemm.dask s | GFLOP/s | dask.array.matmul s | GFLOP/s | ratio | "
           "same bits on 1 and 2 workers |")
     print("|---|---|---|---|---|---|---|---|")

@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import dask
@@ -327,6 +328,52 @@ def test_peak_memory_is_bounded(client, tmp_path):
     assert np.array_equal(np.load(tmp_path / "c.npy"), expected)
 
 
+def _spilled_and_paused(dask_worker) -> tuple[int, bool]:
+    """What a worker wrote to disk since it started (distributed's spill metrics) and whether
+    its memory monitor ever paused it (its log)."""
+    written = dask_worker.data.cumulative_metrics.get(("disk-write", "count"), 0)
+    paused = any("Pausing worker" in message for _, message in dask_worker.get_logs())
+    return written, paused
+
+
+# The workers of the result test: distributed spills from 60 % of the limit by the process's
+# memory, and a worker with smallgemm's entries loaded starts at about 210 MiB.
+RESULT_MEMORY_LIMIT = 640 * 2**20
+
+
+def test_a_result_larger_than_a_worker_is_stored_block_by_block(tmp_path):
+    """C (684 MiB) larger than each worker's memory limit (640 MiB), from small operands,
+    stored block by block into a .npy file by two workers: none pauses, spills or reaches
+    its limit (peak RSS, /proc's VmHWM reset before the product, printed), and each stored
+    block equals smallgemm.matmul on its rows and columns."""
+    m = n = 9472
+    k = 48
+    rng = np.random.default_rng(16)
+    a, b = _random(rng, (m, k), np.float64), _random(rng, (k, n), np.float64)
+    result_bytes = m * n * 8
+    assert result_bytes > RESULT_MEMORY_LIMIT
+    np.lib.format.open_memmap(tmp_path / "c.npy", mode="w+", dtype=np.float64, shape=(m, n)).flush()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  memory_limit=RESULT_MEMORY_LIMIT, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        client.run(smallgemm.set_num_threads, 1)
+        client.run(pathlib.Path("/proc/self/clear_refs").write_text, "5")
+        x, y = _chunked(a, (1184, k)), _chunked(b, (k, 1184))  # C in 8 x 8 blocks of 10.7 MiB
+        da.store(sgd.matmul(x, y), sgd.NpyFile(tmp_path / "c.npy", mode="r+"), lock=False, scheduler=client)
+        peaks = {worker: _peak_rss(status) for worker, status in
+                 client.run(pathlib.Path("/proc/self/status").read_text).items()}
+        spilled_and_paused = client.run(_spilled_and_paused)
+    print(f"result {result_bytes / 2**20:.0f} MiB, worker limit {RESULT_MEMORY_LIMIT / 2**20:.0f} MiB, peak RSS "
+          + ", ".join(f"{peak / 2**20:.0f} MiB" for peak in peaks.values()))
+    assert all(state == (0, False) for state in spilled_and_paused.values()), spilled_and_paused
+    assert all(peak < RESULT_MEMORY_LIMIT for peak in peaks.values()), peaks
+    stored = np.load(tmp_path / "c.npy", mmap_mode="r")
+    for top in range(0, m, 2048):
+        for left in range(0, n, 2048):
+            block = smallgemm.matmul(a[top:top + 2048], b[:, left:left + 2048])
+            assert np.array_equal(stored[top:top + 2048, left:left + 2048], block)
+
+
 def test_a_killed_worker_recomputes_the_same_bits(client):
     """A worker killed (SIGKILL) while a product runs: distributed recomputes its lost operand
     blocks and chain partials on the other worker and the restarted one; the same bits."""
@@ -348,6 +395,66 @@ def test_a_killed_worker_recomputes_the_same_bits(client):
     os.kill(nanny.process.process.pid, signal.SIGKILL)
     assert np.array_equal(future.result(timeout=120), expected)
     client.wait_for_workers(2, timeout=60)
+
+
+def test_every_task_leaves_its_inputs_unchanged():
+    """start, start_from, step (plain and stacked) and finish return new blocks and change
+    none they receive, writeable or not."""
+    rng = np.random.default_rng(17)
+    a, b, c0 = _random(rng, (9, 7), np.float64), _random(rng, (7, 5), np.float64), _random(rng, (9, 5), np.float64)
+    stack = _random(rng, (3, 9, 5), np.float64)
+    calls = [(sgd.tasks.start, a, b, np.dtype(np.float64)), (sgd.tasks.start_from, c0, a, b, np.dtype(np.float64)),
+             (sgd.tasks.step, c0, a, b), (sgd.tasks.step, stack, a, b), (sgd.tasks.finish, c0, 0.5, 0.0, None),
+             (sgd.tasks.finish, c0, 0.5, 1.5, c0 + 1)]
+    for task, *inputs in calls:
+        arrays = [x for x in inputs if isinstance(x, np.ndarray)]
+        kept = [x.copy() for x in arrays]
+        result = task(*inputs)
+        assert all(np.array_equal(x, y) for x, y in zip(arrays, kept)), task
+        assert not any(np.shares_memory(result, x) for x in arrays), task
+    assert np.array_equal(sgd.tasks.step(c0, a, b), smallgemm.gemm(1.0, a, b, beta=1.0, c=c0))
+
+
+class FailsOncePartWay:
+    """``tasks.gemm`` that, the first time a k-step continues a chain, updates the top half of
+    the block it writes and then raises: a task that dies part-way through its update."""
+
+    def __init__(self, gemm):
+        self.gemm = gemm
+        self.lock = threading.Lock()
+        self.failed = 0
+
+    def __call__(self, alpha, a, b, beta=0.0, c=None, **options):
+        with self.lock:
+            fail = not self.failed and beta == 1.0
+            self.failed += fail
+        if fail:
+            half = c.shape[0] // 2
+            self.gemm(alpha, a[:half], b, beta=beta, c=c[:half], **options)
+            raise RuntimeError("a k-step failed part-way through its update")
+        return self.gemm(alpha, a, b, beta=beta, c=c, **options)
+
+
+@pytest.mark.parametrize("operation", ["matmul", "gemm"])
+def test_a_step_retried_after_failing_part_way_gives_the_same_bits(monkeypatch, operation):
+    """A k-step raises after updating half its block; with ``retries=1`` distributed runs it
+    again from its inputs, which it left unchanged: the bits of smallgemm.  (A cluster of
+    threads in this process, which the patched ``tasks.gemm`` reaches, holding each block
+    as the object a task returned, as a worker process holds it between tasks.)"""
+    rng = np.random.default_rng(15)
+    a, b, c0 = _random(rng, (60, 90), np.float64), _random(rng, (90, 50), np.float64), _random(rng, (60, 50), np.float64)
+    x, y, z = _chunked(a, (30, 30)), _chunked(b, (30, 25)), _chunked(c0, (30, 25))
+    if operation == "matmul":
+        product, expected = sgd.matmul(x, y), smallgemm.matmul(a, b)
+    else:
+        product, expected = sgd.gemm(0.5, x, y, beta=1.5, c=z), smallgemm.gemm(0.5, a, b, beta=1.5, c=c0)
+    failing = FailsOncePartWay(sgd.tasks.gemm)
+    monkeypatch.setattr(sgd.tasks, "gemm", failing)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as threads_client:
+        result = threads_client.compute(product, retries=1).result(timeout=120)
+    assert failing.failed == 1
+    assert np.array_equal(result, expected)
 
 
 def test_import_smallgemm_does_not_import_dask():

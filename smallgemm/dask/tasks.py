@@ -2,10 +2,11 @@
 
 A product's graph (``graph``) runs, per output block, one task per k-chunk in
 increasing order: ``start`` (or ``start_from`` C0) and then ``step``, each
-continuing every element's chain of fused multiply-adds in the block the
+continuing every element's chain of fused multiply-adds from the block the
 previous task returned, and, for ``gemm`` with alpha or beta to apply, ``finish``.
-A chain's partial block has one dependent, the next task of its chain, which
-writes into it in place: a task holds one block of each operand and one of C.
+Every task is pure: it returns a new block and changes none it receives, so
+Dask may retry it or run it again.  A task holds one block of each operand and
+two of C (the one it received and the one it returns).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..api.matmul import matmul
 from ..machine.threads import get_num_threads, num_threads
 from ..plan import prepared, runners
 
-# The rows of a block ``finish`` combines with C0 at once: a copy of C0 that size, not of its block.
+# The rows of a block ``finish`` combines with C0 at once, so each strip stays in cache.
 _FINISH_STRIP_BYTES = 1 << 20
 
 
@@ -118,42 +119,47 @@ def start(a_block, b_block, dtype: np.dtype) -> np.ndarray:
 
 
 def start_from(c_block, a_block, b_block, dtype: np.dtype) -> np.ndarray:
-    """The first k-chunk of gemm's continued chain: each element's chain from C0 (a copy)."""
-    return step(np.array(c_block, dtype=dtype), a_block, b_block)
+    """The first k-chunk of gemm's continued chain: each element's chain from C0, in a copy
+    of its block."""
+    return _continued(np.array(c_block, dtype=dtype), a_block, b_block)
 
 
 def step(partial: np.ndarray, a_block, b_block) -> np.ndarray:
-    """The next k-chunk: each element's chain goes on from ``partial``, in place (in a copy
-    where ``partial`` arrives read-only, as a block deserialized from a buffer may)."""
-    if not partial.flags.writeable:
-        partial = partial.copy()
-    a_block, b_block = _as(a_block, partial.dtype), _as(b_block, partial.dtype)
+    """The next k-chunk: each element's chain goes on from ``partial`` in a copy of it.
+
+    Tasks are pure: ``partial`` is left as it came, so a task retried after an exception
+    (``retries=``), or run again from a kept input, starts from the whole previous
+    chunk.  The copy is one block per k-chunk, read and written once against the
+    chunk's multiply-adds (``benchmarks/dask_matmul.py`` measures it)."""
+    return _continued(np.array(partial), a_block, b_block)
+
+
+def _continued(sums: np.ndarray, a_block, b_block) -> np.ndarray:
+    """Each element's chain in ``sums``, an array this task owns, continued over the
+    k-chunk ``a_block`` @ ``b_block``, in place."""
+    a_block, b_block = _as(a_block, sums.dtype), _as(b_block, sums.dtype)
     with _task_threads():
-        if partial.ndim == 2:
-            gemm(1.0, a_block, b_block, beta=1.0, c=partial, overwrite_c=True)
+        if sums.ndim == 2:
+            gemm(1.0, a_block, b_block, beta=1.0, c=sums, overwrite_c=True)
         else:  # a stack (batch dimensions broadcast): one continued chain per product
-            batch = partial.shape[:-2]
+            batch = sums.shape[:-2]
             a_stack = np.broadcast_to(a_block, batch + a_block.shape[-2:])
             b_stack = np.broadcast_to(b_block, batch + b_block.shape[-2:])
             for at in np.ndindex(batch):
-                gemm(1.0, a_stack[at], b_stack[at], beta=1.0, c=partial[at], overwrite_c=True)
-    return partial
+                gemm(1.0, a_stack[at], b_stack[at], beta=1.0, c=sums[at], overwrite_c=True)
+    return sums
 
 
 def finish(sums: np.ndarray, alpha: float, beta: float, c_block) -> np.ndarray:
-    """C = alpha*sums where beta == 0 (C0 not read), else C = fma(alpha, sums, beta*C0) by
-    smallgemm's own multiply-add (``runners.scale_add``), in place in ``sums``."""
+    """A new block: C = alpha*sums where beta == 0 (C0 not read), else C = fma(alpha, sums,
+    beta*C0) by smallgemm's own multiply-add (``runners.scale_add``); ``sums`` and C0 are
+    left as they came."""
     dtype = sums.dtype
-    if not sums.flags.writeable:
-        sums = sums.copy()
     if beta == 0:
-        np.multiply(sums, dtype.type(alpha), out=sums)
-        return sums
+        return np.multiply(sums, dtype.type(alpha))
     prep = prepared.current_prepared(dtype)
+    out = np.array(c_block, dtype=dtype)
     rows = max(1, _FINISH_STRIP_BYTES // max(1, sums.shape[1] * dtype.itemsize))
     for top in range(0, sums.shape[0], rows):
-        part = np.array(c_block[top:top + rows], dtype=dtype)
-        runners.scale_add(prep, alpha, sums[top:top + rows], beta, part)
-        sums[top:top + rows] = part
-    return sums
-
+        runners.scale_add(prep, alpha, sums[top:top + rows], beta, out[top:top + rows])
+    return out
