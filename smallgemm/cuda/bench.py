@@ -54,10 +54,11 @@ def _fp32_compute(cupy) -> str:
     CuPy now reports, or why none could be set."""
     try:
         from cupy._core import _routines_linalg as linalg
-    except ImportError:
+
+        linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
+        return linalg.compute_type_to_str(linalg.get_compute_type(np.float32))
+    except (ImportError, AttributeError):
         return f"CuPy {cupy.__version__} has no compute-type switch"
-    linalg.set_compute_type(np.float32, linalg.COMPUTE_TYPE_FP32)
-    return linalg.compute_type_to_str(linalg.get_compute_type(np.float32))
 
 
 def _cublas(size: int, dtype: np.dtype, repeats: int) -> tuple[list[float], str] | None:
