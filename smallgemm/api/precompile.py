@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ..kernels import KERNELS, Kernel, kernel_by_name
 from ..machine import compile_cache
 from ..plan import dispatch, entries
 from ..plan.entry import Entry
+from ..progress import ProgressBar
 
 DTYPES = ("float32", "float64")
 LOCK_NAME = "smallgemm-compile.lock"
@@ -62,7 +64,9 @@ def _compile_lock():
 
 
 def compile_entries(
-    kernels: Iterable[Kernel], dtypes: Iterable[str], names: Iterable[str] | None = None,
+    kernels: Iterable[Kernel],
+    dtypes: Iterable[str],
+    names: Iterable[str] | None = None,
     report: Callable[[int, int, Compiled], None] | None = None,
 ) -> list[Compiled]:
     """Compile (or load) the named entries (default: all) for every kernel and dtype given;
@@ -86,21 +90,26 @@ def compile_entries(
     return done
 
 
-def progress_bar(done: int, total: int, item: Compiled, width: int = 30, stream=None) -> None:
-    """One line per entry, redrawn in place on a terminal: a bar, the count and the entry."""
-    stream = stream or sys.stderr
-    filled = width * done // total
-    how = "cached" if item.cached else f"{item.seconds:.1f} s"
-    line = (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
-            f"{item.kernel} {item.dtype} {item.entry} ({how})")
-    if stream.isatty():
-        stream.write("\r\033[K" + line + ("\n" if done == total else ""))
-    else:
-        stream.write(line + "\n")
-    stream.flush()
+def progress_bar(stream: TextIO | None = None) -> Callable[[int, int, Compiled], None]:
+    """A report for ``compile_entries``: the shared bar, one step per entry, with the entry
+    and its seconds (or "cached"), redrawn on a terminal, a line per entry in a log."""
+    bar: ProgressBar | None = None
+
+    def report(done: int, total: int, item: Compiled) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = ProgressBar(total, stream=stream or sys.stderr, log_each=True)
+        how = "cached" if item.cached else f"{item.seconds:.1f} s"
+        bar.update(done, f"{item.kernel} {item.dtype} {item.entry} ({how})")
+        if done == total:
+            bar.close()
+
+    return report
 
 
-def main(kernel_name: str | None, all_kernels: bool, dtype: str | None, names: str | None, quiet: bool) -> int:
+def main(
+    kernel_name: str | None, all_kernels: bool, dtype: str | None, names: str | None, quiet: bool
+) -> int:
     """The command: the kernel in use (or one named, or all), one dtype or both."""
     if all_kernels:
         kernels = list(KERNELS)
@@ -109,13 +118,17 @@ def main(kernel_name: str | None, all_kernels: bool, dtype: str | None, names: s
     chosen = None if names is None else [n.strip() for n in names.split(",") if n.strip()]
     start = time.perf_counter()
     try:
-        done = compile_entries(kernels, [dtype] if dtype else DTYPES, chosen, None if quiet else progress_bar)
+        done = compile_entries(
+            kernels, [dtype] if dtype else DTYPES, chosen, None if quiet else progress_bar()
+        )
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if not quiet:
         compiled = sum(not item.cached for item in done)
         where = compile_cache.describe(package_root())["directory"] or "nowhere (no writable cache)"
-        print(f"{compiled} entries compiled, {len(done) - compiled} already cached, "
-              f"in {time.perf_counter() - start:.1f} s; cache: {where}")
+        print(
+            f"{compiled} entries compiled, {len(done) - compiled} already cached, "
+            f"in {time.perf_counter() - start:.1f} s; cache: {where}"
+        )
     return 0

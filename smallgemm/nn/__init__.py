@@ -8,30 +8,30 @@ computes the products is a setting (``set_backend``/``use_backend``:
 With a fixed seed, training is bitwise reproducible for any thread count.
 """
 
+from ..progress import ProgressBar
 from .backend import BACKENDS, get_backend, set_backend, use_backend
 from .layers import Linear, ReLU
 from .losses import SoftmaxCrossEntropy
 from .model import Sequential, mlp
 from .optim import SGD, Adam, Muon, newton_schulz
 from .parameter import Parameter
-from .progress import ProgressBar
 from .train import accuracy, minibatches, train_step
 
 __all__ = [
     "BACKENDS",
+    "SGD",
     "Adam",
     "Linear",
     "Muon",
     "Parameter",
     "ProgressBar",
     "ReLU",
-    "SGD",
     "Sequential",
     "SoftmaxCrossEntropy",
     "accuracy",
     "get_backend",
-    "mlp",
     "minibatches",
+    "mlp",
     "newton_schulz",
     "set_backend",
     "train_step",

@@ -22,6 +22,7 @@ import numpy as np
 from ..api.matmul import matmul
 from ..kernels import kernel_by_name
 from ..plan import blocking, rules, strategies, warmup
+from ..progress import ProgressBar
 from .candidates import (
     DEFAULT_WORKSPACE_LIMIT,
     Candidate,
@@ -147,17 +148,6 @@ class SearchResult:
         return next((m for m in self.ranking() if m.candidate.sizes == sizes), None)
 
 
-def progress(label: str, done: int, total: int, out: TextIO | None, width: int = 30) -> None:
-    """Draw a one-line text progress bar (a newline once done == total)."""
-    if out is None:
-        return
-    filled = width * done // max(total, 1)
-    out.write(f"\r{label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done >= total:
-        out.write("\n")
-    out.flush()
-
-
 def _timed_calls(candidate: Candidate, a, b, c, count: int, run: RunFunction) -> list[float]:
     """``count`` timed products under the candidate's scope and allocation (after one untimed)."""
     fresh = candidate.allocation == "fresh"
@@ -196,29 +186,67 @@ def search(
     enumeration; ``run`` replaces ``strategies.run`` (compute scope) for tests.
     """
     with warmup.first_use(warmup.COMPILE):  # candidates are timed on their own entries, compiled here
-        return _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, workspace_limit, seed, run,
-                       candidates, out)
+        return _search(
+            kernel,
+            dtype,
+            shapes,
+            thread_counts,
+            budget,
+            scopes,
+            allocations,
+            workspace_limit,
+            seed,
+            run,
+            candidates,
+            out,
+        )
 
 
-def _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, workspace_limit, seed, run, candidates,
-            out) -> SearchResult:
+def _search(
+    kernel,
+    dtype,
+    shapes,
+    thread_counts,
+    budget,
+    scopes,
+    allocations,
+    workspace_limit,
+    seed,
+    run,
+    candidates,
+    out,
+) -> SearchResult:
     k = kernel_by_name(kernel)
     dt = np.dtype(dtype)
     if candidates is None:
-        candidates = enumerate_candidates(kernel, dt.name, thread_counts, scopes, allocations, workspace_limit)
+        candidates = enumerate_candidates(
+            kernel, dt.name, thread_counts, scopes, allocations, workspace_limit
+        )
     result = SearchResult(
-        kernel, dt.name, [tuple(s) for s in shapes], [int(t) for t in thread_counts], float(budget), seed,
-        workspace_limit, blocking.analytic(k, dt), blocking.default(k, dt), list(candidates),
+        kernel,
+        dt.name,
+        [tuple(s) for s in shapes],
+        [int(t) for t in thread_counts],
+        float(budget),
+        seed,
+        workspace_limit,
+        blocking.analytic(k, dt),
+        blocking.default(k, dt),
+        list(candidates),
     )
     references: dict = {}
     valid = []
+    checking = None if out is None else ProgressBar(len(candidates), "validate", stream=out)
     for i, candidate in enumerate(candidates):
         rejection = validate_candidate(candidate, seed, workspace_limit, run, references)
         if rejection is None:
             valid.append(candidate)
         else:
             result.rejected.append(rejection)
-        progress("validate", i + 1, len(candidates), out)
+        if checking is not None:
+            checking.update(i + 1)
+    if checking is not None:
+        checking.close()
     references.clear()
     for r in result.rejected:
         detail = "could not run" if r.mismatches is None else f"{r.mismatches} wrong elements"
@@ -234,6 +262,7 @@ def _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, w
         problems.append((a, b, np.empty((shape[0], shape[1]), dt), 2.0 * shape[0] * shape[1] * shape[2]))
     samples = {c: [[] for _ in problems] for c in valid}
     bursts = {}
+    timing = None if out is None else ProgressBar(int(budget), "time", stream=out)
     start = time.perf_counter()
     for c in valid:  # probe: one timed call per shape sets the burst length
         with configured(c):
@@ -246,12 +275,16 @@ def _search(kernel, dtype, shapes, thread_counts, budget, scopes, allocations, w
             with configured(c):
                 for (a, b, cc, _), s, count in zip(problems, samples[c], bursts[c]):
                     s.extend(_timed_calls(c, a, b, cc, count, run))
-        progress("time", min(int(time.perf_counter() - start), int(budget)), int(budget), out)
-    progress("time", int(budget), int(budget), out)
+        if timing is not None:
+            timing.update(min(int(time.perf_counter() - start), int(budget)), "s")
+    if timing is not None:
+        timing.close("s")
     for c in valid:
         medians = tuple(statistics.median(s) for s in samples[c])
         flops = sum(p[3] for p in problems)
-        result.measurements.append(Measurement(c, medians, flops / sum(medians) / 1e9, sum(len(s) for s in samples[c])))
+        result.measurements.append(
+            Measurement(c, medians, flops / sum(medians) / 1e9, sum(len(s) for s in samples[c]))
+        )
     return result
 
 
@@ -267,13 +300,17 @@ def format_table(result: SearchResult, top: int = 10) -> str:
         f"shapes {', '.join('x'.join(map(str, s)) for s in result.shapes)}",
         f"{'rank':>4} {'MC':>6} {'NC':>6} {'KC':>5} {'GFLOP/s':>8} {'vs analytic':>11}  runs  note",
     ]
-    shown = ranking[:top] + [m for m in ranking[top:] if m.candidate.sizes in (result.analytic, result.default)]
+    shown = ranking[:top] + [
+        m for m in ranking[top:] if m.candidate.sizes in (result.analytic, result.default)
+    ]
     for m in shown:
         c = m.candidate
         notes = [n for n, s in (("analytic", result.analytic), ("default", result.default)) if c.sizes == s]
         ratio = f"{m.gflops / base.gflops:.3f}" if base else "-"
-        lines.append(f"{ranking.index(m) + 1:>4} {c.mc:>6} {c.nc:>6} {c.kc:>5} {m.gflops:>8.1f} {ratio:>11} "
-                     f"{m.runs:>5}  {' '.join(notes)}")
+        lines.append(
+            f"{ranking.index(m) + 1:>4} {c.mc:>6} {c.nc:>6} {c.kc:>5} {m.gflops:>8.1f} {ratio:>11} "
+            f"{m.runs:>5}  {' '.join(notes)}"
+        )
     if result.rejected:
         lines.append(f"{len(result.rejected)} candidate(s) rejected before timing")
     return "\n".join(lines)
