@@ -1,7 +1,7 @@
 """pytest-benchmark suite: smallgemm against NumPy, same process, same groups.
 
 Run it without the variables that force OpenBLAS onto its slow 256-bit kernel
-(README.md, "Benchmarks"; docs/performance.md); the suite cannot undo them once NumPy is
+(docs/usage.md, "Benchmarks and tools"; docs/performance.md); the suite cannot undo them once NumPy is
 loaded, so it only warns when they are set::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pytest benchmarks/ --benchmark-only \\
@@ -43,7 +43,6 @@ import smallgemm
 from smallgemm.machine import cpu
 from smallgemm.tools import bench
 
-
 SMALL_DIVISOR = 64
 ALL_CORES = cpu.core_count()
 
@@ -59,8 +58,11 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--bench-small", action="store_true",
-                     help=f"divide every benchmark dimension by {SMALL_DIVISOR} (a smoke run)")
+    parser.addoption(
+        "--bench-small",
+        action="store_true",
+        help=f"divide every benchmark dimension by {SMALL_DIVISOR} (a smoke run)",
+    )
 
 
 def _scale(config: pytest.Config) -> float:
@@ -77,8 +79,10 @@ def _warning() -> str | None:
     forced = _forcing()
     if not forced:
         return None
-    return (f"WARNING: {' '.join(forced)} forces NumPy's OpenBLAS onto a slower kernel; its figures are not "
-            f"its best. Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pytest benchmarks/ --benchmark-only")
+    return (
+        f"WARNING: {' '.join(forced)} forces NumPy's OpenBLAS onto a slower kernel; its figures are not "
+        f"its best. Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pytest benchmarks/ --benchmark-only"
+    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -92,9 +96,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     kernel = smallgemm.plan.dispatch.current()
-    lines = [f"smallgemm kernel {kernel.name}, NumPy {np.__version__} with {bench.openblas_kernel()}, "
-             f"scale {_scale(config):g}, all cores = {ALL_CORES}; {bench.COMPILED_FIRST} "
-             "(one-thread cases set one thread)"]
+    lines = [
+        f"smallgemm kernel {kernel.name}, NumPy {np.__version__} with {bench.openblas_kernel()}, "
+        f"scale {_scale(config):g}, all cores = {ALL_CORES}; {bench.COMPILED_FIRST} "
+        "(one-thread cases set one thread)"
+    ]
     warning = _warning()
     if warning:
         print(warning, file=sys.stderr)  # also before collection: visible with -q too
@@ -165,7 +171,9 @@ def _flops_and_shape(a: np.ndarray, b: np.ndarray) -> tuple[float, list[int]]:
 
 
 @pytest.fixture
-def product(benchmark, request, dtype, threads, library) -> Callable[[str, str, np.ndarray, np.ndarray], None]:
+def product(
+    benchmark, request, dtype, threads, library
+) -> Callable[[str, str, np.ndarray, np.ndarray], None]:
     """``product(family, case, a, b)``: benchmark ``a @ b`` with this test's library, dtype and threads.
 
     ``family`` (``square``, ``few-rows``, ...) is what the report selects on;
@@ -176,16 +184,30 @@ def product(benchmark, request, dtype, threads, library) -> Callable[[str, str, 
     """
 
     def run(family: str, case: str, a: np.ndarray, b: np.ndarray) -> None:
-        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), dtype)
+        out = np.empty((*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1]), dtype)
         flops, shape = _flops_and_shape(a, b)
-        call = (lambda: smallgemm.matmul(a, b, out=out)) if library == "smallgemm" else (
-            lambda: np.matmul(a, b, out=out))
-        kernel = (smallgemm.plan.dispatch.current().tile_name(dtype) if library == "smallgemm"
-                  else bench.openblas_kernel())
+        call = (
+            (lambda: smallgemm.matmul(a, b, out=out))
+            if library == "smallgemm"
+            else (lambda: np.matmul(a, b, out=out))
+        )
+        kernel = (
+            smallgemm.plan.dispatch.current().tile_name(dtype)
+            if library == "smallgemm"
+            else bench.openblas_kernel()
+        )
         benchmark.group = f"{family} {case} {dtype.name} {threads}t"
-        benchmark.extra_info.update(family=family, case=case, flops=flops, shape=shape, dtype=dtype.name,
-                                    threads=threads, library=library, kernel=kernel,
-                                    scale=_scale(request.config))
+        benchmark.extra_info.update(
+            family=family,
+            case=case,
+            flops=flops,
+            shape=shape,
+            dtype=dtype.name,
+            threads=threads,
+            library=library,
+            kernel=kernel,
+            scale=_scale(request.config),
+        )
         with bench.thread_limits(None if threads == ALL_CORES else threads):
             if threads > 1 and benchmark.enabled:
                 time.sleep(bench.SETTLE_SECONDS)  # the other library's spinning workers fall asleep
