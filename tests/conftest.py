@@ -38,10 +38,11 @@ def forced_kernel(name: str):
     the same bits, and its tiles, packing and edges are tested on every machine (its speed
     is not). Outside the tests, forcing such a kernel stays an error.
     """
-    missing = frozenset(kernel_by_name(name).requires) - cpu.features()
+    host = cpu.features()
+    missing = frozenset(kernel_by_name(name).requires) - host
     with pytest.MonkeyPatch.context() as patch:
         if missing:
-            patch.setattr(cpu, "features", lambda host=cpu.features(): host | missing)
+            patch.setattr(cpu, "features", lambda: host | missing)
         with smallgemm.use_kernel(name):
             yield smallgemm.plan.dispatch.current()
 
@@ -75,8 +76,11 @@ def pinned_blocks(kernel):
     and KC decides the bits."""
     try:
         for dtype in DTYPES:
-            rules.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(
-                mc=4 * kernel.mr(), nc=4 * kernel.nr(np.dtype(dtype)), kc=64))
+            rules.set_block_sizes(
+                kernel,
+                np.dtype(dtype),
+                blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(np.dtype(dtype)), kc=64),
+            )
         yield
     finally:
         for dtype in DTYPES:
@@ -102,10 +106,26 @@ def limits():
         yield lambda **values: stack.enter_context(configured(**values))
 
 
+@pytest.fixture
+def always_parallel(limits):
+    """Every product large enough for threads (``parallel_min_volume`` zero)."""
+    limits(parallel_min_volume=BySize(0, 0))
+
+
+def b_layouts(rng, k, n, dtype):
+    """B (k x n) row-major, transposed (W stored [N, K]), strided and reversed."""
+    yield "row_major", random_matrix(rng, (k, n), dtype)
+    yield "transposed", random_matrix(rng, (n, k), dtype).T
+    yield "strided", random_matrix(rng, (k, 2 * n + 1), dtype)[:, 1::2]
+    yield "reversed", random_matrix(rng, (k, n), dtype)[::-1]
+
+
 def blocked_product(a, b):
     """a @ b on the blocked driver, whatever its size and however few rows a has: the
     reference bits the unpacked paths must give."""
-    with configured(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0):
+    with configured(
+        unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0
+    ):
         return smallgemm.matmul(a, b)
 
 
@@ -114,3 +134,13 @@ def pytest_configure(config):
     # which NumPy's own conftest registers.
     for marker in ("leaks_references", "slow", "thread_unsafe", "valgrind_error"):
         config.addinivalue_line("markers", f"{marker}: one of NumPy's test markers")
+
+
+@pytest.fixture(scope="session")
+def client():
+    """The Dask test modules' cluster (``dask_support.two_workers``), started once: they share
+    one xdist worker (``xdist_group("dask")``)."""
+    import dask_support
+
+    with dask_support.two_workers() as dask_client:
+        yield dask_client
