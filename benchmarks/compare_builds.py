@@ -54,8 +54,9 @@ def _run(tree: str | None, threads: int) -> dict[str, float]:
     env = dict(os.environ)
     if tree:
         env["PYTHONPATH"] = tree
-    done = subprocess.run([sys.executable, "-c", CHILD, str(threads)], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(threads)], env=env, capture_output=True, text=True, check=True
+    )
     return ast.literal_eval(done.stdout.strip().splitlines()[-1])
 
 

@@ -63,7 +63,11 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     for module_info in pkgutil.walk_packages(smallgemm.__path__, "smallgemm."):
         module = importlib.import_module(module_info.name)
         for name, obj in vars(module).items():
-            if not isinstance(obj, CPUDispatcher) or id(obj) in seen or obj.py_func.__module__ != module.__name__:
+            if (
+                not isinstance(obj, CPUDispatcher)
+                or id(obj) in seen
+                or obj.py_func.__module__ != module.__name__
+            ):
                 continue
             seen.add(id(obj))
             by_tiles: dict[tuple, list] = {}

@@ -28,8 +28,8 @@ import threadpoolctl
 from targets import rerun_clean
 
 import smallgemm
-from smallgemm.tools import bench
 import smallgemm.dask as sgd
+from smallgemm.tools import bench
 
 
 def products(scale: int):
@@ -37,7 +37,13 @@ def products(scale: int):
     big, chunk = 8192 // scale, 2048 // scale
     yield f"{big}x{big}x{big}, {chunk}-chunks", (big, big), (big, big), chunk, chunk
     rows, k, n, columns = 16, 8192 // scale, 65536 // scale, 8192 // scale
-    yield f"[{rows},{k}] @ [{k},{n}], b in {columns}-column chunks", (rows, k), (k, n), (rows, k), (k, columns)
+    yield (
+        f"[{rows},{k}] @ [{k},{n}], b in {columns}-column chunks",
+        (rows, k),
+        (k, n),
+        (rows, k),
+        (k, columns),
+    )
 
 
 def operands(dtype, a_shape, b_shape, a_chunks, b_chunks):
@@ -76,7 +82,9 @@ def step_copy_cost(dtype, chunk: int, repeats: int) -> tuple[float, float]:
 
 
 def cluster(workers: int) -> distributed.LocalCluster:
-    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
+    return distributed.LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )
 
 
 def main() -> None:
@@ -90,11 +98,17 @@ def main() -> None:
     dtypes = [np.dtype(name) for name in args.dtypes.split(",")]
     rows = []
     with cluster(2) as two, distributed.Client(two) as client:
-        pools = client.run(lambda: sorted(f"{pool['internal_api']} {pool['num_threads']}"
-                                          for pool in threadpoolctl.threadpool_info()))
+        pools = client.run(
+            lambda: sorted(
+                f"{pool['internal_api']} {pool['num_threads']}" for pool in threadpoolctl.threadpool_info()
+            )
+        )
         threads = client.run(sgd.task_threads)
-        print(f"workers: 2 x 1 thread; smallgemm threads per task {sorted(set(threads.values()))}; "
-              f"thread pools per worker (threadpoolctl) {sorted({', '.join(v) for v in pools.values()})}", flush=True)
+        print(
+            f"workers: 2 x 1 thread; smallgemm threads per task {sorted(set(threads.values()))}; "
+            f"thread pools per worker (threadpoolctl) {sorted({', '.join(v) for v in pools.values()})}",
+            flush=True,
+        )
         for dtype in dtypes:
             for name, a_shape, b_shape, a_chunks, b_chunks in products(args.scale):
                 a, b = client.persist(operands(dtype, a_shape, b_shape, a_chunks, b_chunks))
@@ -104,28 +118,47 @@ def main() -> None:
                 timed = [(seconds(client, ours), seconds(client, theirs)) for _ in range(args.repeats)]
                 t_ours, t_theirs = (statistics.median(t) for t in zip(*timed))
                 flops = 2 * a_shape[0] * a_shape[1] * b_shape[1]
-                rows.append([name, dtype, t_ours, flops / t_ours / 1e9, t_theirs, flops / t_theirs / 1e9,
-                             t_theirs / t_ours, ours.compute()])
+                rows.append(
+                    [
+                        name,
+                        dtype,
+                        t_ours,
+                        flops / t_ours / 1e9,
+                        t_theirs,
+                        flops / t_theirs / 1e9,
+                        t_theirs / t_ours,
+                        ours.compute(),
+                    ]
+                )
                 print(f"{name} {dtype}: {t_ours:.3f} s against {t_theirs:.3f} s", flush=True)
                 client.cancel([a, b])
     with cluster(1) as one, distributed.Client(one):
-        for row, (name, a_shape, b_shape, a_chunks, b_chunks) in zip(
-                rows, [p for _ in dtypes for p in products(args.scale)]):
+        for row, (_name, a_shape, b_shape, a_chunks, b_chunks) in zip(
+            rows, [p for _ in dtypes for p in products(args.scale)]
+        ):
             a, b = operands(row[1], a_shape, b_shape, a_chunks, b_chunks)
             row[-1] = "yes" if np.array_equal(sgd.matmul(a, b).compute(), row[-1]) else "NO"
-    print("\n| k-step of one block (one thread) | dtype | pure (block copied) s | in place s | copy's share |")
+    print(
+        "\n| k-step of one block (one thread) | dtype | pure (block copied) s | in place s | copy's share |"
+    )
     print("|---|---|---|---|---|")
     chunk = 2048 // args.scale
     for dtype in dtypes:
         pure, in_place = step_copy_cost(dtype, chunk, max(5, args.repeats))
-        print(f"| {chunk}x{chunk} @ {chunk}x{chunk} | {dtype} | {pure:.4f} | {in_place:.4f} | "
-              f"{100 * (pure - in_place) / pure:.1f} % |")
-    print("\n| product | dtype | smallgemm.dask s | GFLOP/s | dask.array.matmul s | GFLOP/s | ratio | "
-          "same bits on 1 and 2 workers |")
+        print(
+            f"| {chunk}x{chunk} @ {chunk}x{chunk} | {dtype} | {pure:.4f} | {in_place:.4f} | "
+            f"{100 * (pure - in_place) / pure:.1f} % |"
+        )
+    print(
+        "\n| product | dtype | smallgemm.dask s | GFLOP/s | dask.array.matmul s | GFLOP/s | ratio | "
+        "same bits on 1 and 2 workers |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, dtype, t_ours, g_ours, t_theirs, g_theirs, ratio, same in rows:
-        print(f"| {name} | {dtype} | {t_ours:.3f} | {g_ours:.1f} | {t_theirs:.3f} | {g_theirs:.1f} | {ratio:.2f} | "
-              f"{same} |")
+        print(
+            f"| {name} | {dtype} | {t_ours:.3f} | {g_ours:.1f} | {t_theirs:.3f} | {g_theirs:.1f} | {ratio:.2f} | "
+            f"{same} |"
+        )
 
 
 if __name__ == "__main__":

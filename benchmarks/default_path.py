@@ -63,8 +63,9 @@ print(json.dumps({{"ratio": t_theirs.median / t_ours.median, "first_use_runs": s
 def _child(make: str, **settings: str) -> dict:
     env = {name: value for name, value in os.environ.items() if not name.startswith("SMALLGEMM_")}
     env.update(settings)
-    done = subprocess.run([sys.executable, "-c", CHILD.format(make=make)], env=env, capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD.format(make=make)], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -75,11 +76,15 @@ def main() -> None:
     args = parser.parse_args()
     rerun_clean()
     bench.compile_first()
-    print(f"{cpu.model_name()}, kernel {smallgemm.plan.dispatch.current().name}, {smallgemm.get_num_threads()} "
-          f"threads (the default), NumPy {np.__version__} with {bench.openblas_kernel()}; "
-          f"{args.rounds} fresh processes per setting, after `python -m smallgemm compile`\n")
-    print("| product (float32 unless said) | default settings | `SMALLGEMM_FIRST_USE=compile` | default / compile "
-          "| first-use runs (default) |\n|---|---|---|---|---|")
+    print(
+        f"{cpu.model_name()}, kernel {smallgemm.plan.dispatch.current().name}, {smallgemm.get_num_threads()} "
+        f"threads (the default), NumPy {np.__version__} with {bench.openblas_kernel()}; "
+        f"{args.rounds} fresh processes per setting, after `python -m smallgemm compile`\n"
+    )
+    print(
+        "| product (float32 unless said) | default settings | `SMALLGEMM_FIRST_USE=compile` | default / compile "
+        "| first-use runs (default) |\n|---|---|---|---|---|"
+    )
     for label, make in PRODUCTS.items():
         if args.only not in label:
             continue

@@ -23,12 +23,18 @@ import tempfile
 CASES = [
     ("blocked", "a = r((300, 300)); b = np.asfortranarray(r((300, 300))); run = lambda: sg.matmul(a, b)"),
     ("direct tiles", "a = r((64, 64)); b = r((64, 64)); run = lambda: sg.matmul(a, b)"),
-    ("transposing stream", "x = r((4, 512)); w = np.asfortranarray(r((512, 256))); run = lambda: sg.matmul(x, w)"),
+    (
+        "transposing stream",
+        "x = r((4, 512)); w = np.asfortranarray(r((512, 256))); run = lambda: sg.matmul(x, w)",
+    ),
     ("turned few rows", "x = r((4, 512)); w = r((2048, 512)); run = lambda: sg.matmul(x, w.T)"),
     ("row dots", "w = r((512, 512)); x = r((512, 1)); run = lambda: sg.matmul(w, x)"),
     ("matrix times vector", "w = r((512, 512)); x = r(512); run = lambda: sg.matmul(w, x)"),
-    ("continued chain", "a = r((200, 300)); b = r((300, 100)); c = r((200, 100)); "
-                        "run = lambda: sg.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)"),
+    (
+        "continued chain",
+        "a = r((200, 300)); b = r((300, 100)); c = r((200, 100)); "
+        "run = lambda: sg.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)",
+    ),
     ("stack", "s = r((8, 40, 50)); run = lambda: sg.matmul(s, s.transpose(0, 2, 1))"),
     ("stack of tiny", "s = r((1000, 8, 8)); run = lambda: sg.matmul(s, s)"),
     ("prepacked", "a = r((300, 300)); p = sg.pack(r((300, 300))); run = lambda: sg.matmul(a, p)"),
@@ -69,12 +75,15 @@ def main() -> None:
     print(f"| first product ({args.dtype}, {args.mode}) | cold, s | warm, s |")
     print("|---|---|---|")
     with tempfile.TemporaryDirectory() as warm_cache:
-        subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet", "--dtype", args.dtype],
-                       env={**os.environ, "NUMBA_CACHE_DIR": warm_cache}, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "smallgemm", "compile", "--quiet", "--dtype", args.dtype],
+            env={**os.environ, "NUMBA_CACHE_DIR": warm_cache},
+            check=True,
+        )
         for label, setup in CASES:
             with tempfile.TemporaryDirectory() as cold_cache:
-                cold, = first_product([setup], args.dtype, cold_cache, args.mode)
-            warm, = first_product([setup], args.dtype, warm_cache, args.mode)
+                (cold,) = first_product([setup], args.dtype, cold_cache, args.mode)
+            (warm,) = first_product([setup], args.dtype, warm_cache, args.mode)
             print(f"| {label} | {cold:.2f} | {warm:.2f} |", flush=True)
     with tempfile.TemporaryDirectory() as cold_cache:
         times = first_product([setup for _, setup in CASES], args.dtype, cold_cache, args.mode)

@@ -16,8 +16,8 @@ import numpy as np
 from targets import TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
-from smallgemm.tools import bench
 from smallgemm.plan.workspace import aligned_empty
+from smallgemm.tools import bench
 
 
 def line_aligned(arr: np.ndarray) -> np.ndarray:
@@ -37,19 +37,41 @@ def main():
             w = rand(rows, k, dtype=dtype)
             x = rand(k, dtype=dtype)
             label = f"{name} W @ x, W [{rows},{k}]"
-            compare(f"{label}, {w.ctypes.data % 64} bytes into a line", lambda: smallgemm.matmul(w, x),
-                    lambda: np.matmul(w, x), 1, "")
+            compare(
+                f"{label}, {w.ctypes.data % 64} bytes into a line",
+                lambda: smallgemm.matmul(w, x),
+                lambda: np.matmul(w, x),
+                1,
+                "",
+            )
             aligned = line_aligned(w)
-            compare(f"{label}, line-aligned", lambda: smallgemm.matmul(aligned, x), lambda: np.matmul(aligned, x), 1, "")
+            compare(
+                f"{label}, line-aligned",
+                lambda: smallgemm.matmul(aligned, x),
+                lambda: np.matmul(aligned, x),
+                1,
+                "",
+            )
             with smallgemm.exact(False):
                 compare(f"{label}, not exact", lambda: smallgemm.matmul(w, x), lambda: np.matmul(w, x), 1, "")
         b = rand(512, 2048, dtype=dtype)
         v = rand(512, dtype=dtype)
         label = f"{name} [1,512] @ [512,2048]"
-        compare(f"{label}, {b.ctypes.data % 64} bytes into a line", lambda: smallgemm.matmul(v, b),
-                lambda: np.matmul(v, b), 1, "")
+        compare(
+            f"{label}, {b.ctypes.data % 64} bytes into a line",
+            lambda: smallgemm.matmul(v, b),
+            lambda: np.matmul(v, b),
+            1,
+            "",
+        )
         aligned = line_aligned(b)
-        compare(f"{label}, line-aligned", lambda: smallgemm.matmul(v, aligned), lambda: np.matmul(v, aligned), 1, "")
+        compare(
+            f"{label}, line-aligned",
+            lambda: smallgemm.matmul(v, aligned),
+            lambda: np.matmul(v, aligned),
+            1,
+            "",
+        )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,15 @@ def cases(dtype):
     yield f"{name} [1024,64] @ [64,64]", rand(1024, 64, dtype=dtype), rand(64, 64, dtype=dtype)
     yield f"{name} 32x32x128", rand(32, 128, dtype=dtype), rand(128, 32, dtype=dtype)
     yield f"{name} stack 100x32x32", rand(100, 32, 32, dtype=dtype), rand(100, 32, 32, dtype=dtype)
-    for m, n, k in ((50, 50, 50), (60, 70, 80), (100, 100, 100), (200, 200, 200), (64, 100, 784),
-                    (64, 2048, 2048), (768, 256, 256)):
+    for m, n, k in (
+        (50, 50, 50),
+        (60, 70, 80),
+        (100, 100, 100),
+        (200, 200, 200),
+        (64, 100, 784),
+        (64, 2048, 2048),
+        (768, 256, 256),
+    ):
         yield f"{name} {m}x{n}x{k}", rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)
     for m, n, k in ((64, 4, 256), (1000, 4, 64), (512, 4, 512), (2000, 8, 128), (20000, 2, 64)):
         yield f"{name} narrow {m}x{n}x{k}", rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)

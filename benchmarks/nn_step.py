@@ -12,6 +12,7 @@ OpenBLAS's forcing variables are removed by re-running without them.
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 
@@ -33,14 +34,17 @@ def _ms(seconds: float) -> str:
 
 def step_products(rng: np.random.Generator):
     """(name, call) for each product of a step, as ``nn.Linear`` makes it through ``nn.backend.gemm``."""
-    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+    for fan_in, fan_out in itertools.pairwise(SIZES):
         x = rng.standard_normal((BATCH, fan_in)).astype(np.float32)
         w = rng.standard_normal((fan_in, fan_out)).astype(np.float32)
         g = rng.standard_normal((BATCH, fan_out)).astype(np.float32)
         grad = np.zeros((fan_in, fan_out), np.float32)
         yield f"x @ W, [{BATCH},{fan_in}] @ [{fan_in},{fan_out}]", lambda x=x, w=w: nn.backend.gemm(1.0, x, w)
         yield "g @ W.T", lambda g=g, w=w: nn.backend.gemm(1.0, g, w, trans_b=True)
-        yield "grad_W += x.T @ g", lambda x=x, g=g, c=grad: nn.backend.gemm(1.0, x, g, beta=1.0, c=c, trans_a=True)
+        yield (
+            "grad_W += x.T @ g",
+            lambda x=x, g=g, c=grad: nn.backend.gemm(1.0, x, g, beta=1.0, c=c, trans_a=True),
+        )
 
 
 def on_backend(backend: str, call):
@@ -53,7 +57,9 @@ def on_backend(backend: str, call):
 
 def print_products() -> None:
     """The step's products one by one, and their sum, for 1 and 2 threads."""
-    print("| threads | product | smallgemm median | numpy median | ratio numpy/smallgemm |\n|---|---|---|---|---|")
+    print(
+        "| threads | product | smallgemm median | numpy median | ratio numpy/smallgemm |\n|---|---|---|---|---|"
+    )
     for threads in (1, 2):
         settle = bench.SETTLE_SECONDS if threads > 1 else 0.0
         total_ours = total_theirs = 0.0
@@ -63,10 +69,16 @@ def print_products() -> None:
                     [on_backend("smallgemm", call), on_backend("numpy", call)], 4 * REPEATS, settle
                 )
             total_ours, total_theirs = total_ours + ours.median, total_theirs + theirs.median
-            print(f"| {threads} | {name} | {_ms(ours.median)} | {_ms(theirs.median)} | "
-                  f"{theirs.median / ours.median:.3f} |", flush=True)
-        print(f"| {threads} | all products | {_ms(total_ours)} | {_ms(total_theirs)} | "
-              f"{total_theirs / total_ours:.3f} |", flush=True)
+            print(
+                f"| {threads} | {name} | {_ms(ours.median)} | {_ms(theirs.median)} | "
+                f"{theirs.median / ours.median:.3f} |",
+                flush=True,
+            )
+        print(
+            f"| {threads} | all products | {_ms(total_ours)} | {_ms(total_theirs)} | "
+            f"{total_theirs / total_ours:.3f} |",
+            flush=True,
+        )
 
 
 def main() -> None:
@@ -90,16 +102,20 @@ def main() -> None:
 
         return run
 
-    print(f"One training step, MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, SGD with momentum; "
-          f"smallgemm kernel {smallgemm.plan.dispatch.current().name}, NumPy {np.__version__} with "
-          f"{bench.openblas_kernel()}\n")
+    print(
+        f"One training step, MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, SGD with momentum; "
+        f"smallgemm kernel {smallgemm.plan.dispatch.current().name}, NumPy {np.__version__} with "
+        f"{bench.openblas_kernel()}\n"
+    )
     print("| threads | smallgemm median | numpy median | ratio numpy/smallgemm |\n|---|---|---|---|")
     for threads in (1, 2):
         settle = bench.SETTLE_SECONDS if threads > 1 else 0.0
         with threadpool_limits(threads, user_api="blas"), smallgemm.num_threads(threads):
             ours, theirs = bench.time_interleaved([step("smallgemm"), step("numpy")], REPEATS, settle)
-        print(f"| {threads} | {_ms(ours.median)} | {_ms(theirs.median)} | {theirs.median / ours.median:.3f} |",
-              flush=True)
+        print(
+            f"| {threads} | {_ms(ours.median)} | {_ms(theirs.median)} | {theirs.median / ours.median:.3f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -64,22 +64,38 @@ def load(path: Path) -> tuple[list[Result], dict]:
     """The results of a pytest-benchmark JSON file and its session record (provenance, peak)."""
     data = json.loads(path.read_text())
     machine = data.get("machine_info", {})
-    session = {"command": "?", "date": data.get("datetime", "?"), "cpu_model": machine.get("cpu_model", "?"),
-               "openblas": machine.get("openblas", "?"), "kernel": machine.get("smallgemm_kernel", "?"),
-               **data.get("smallgemm", {})}
+    session = {
+        "command": "?",
+        "date": data.get("datetime", "?"),
+        "cpu_model": machine.get("cpu_model", "?"),
+        "openblas": machine.get("openblas", "?"),
+        "kernel": machine.get("smallgemm_kernel", "?"),
+        **data.get("smallgemm", {}),
+    }
     results = []
     for bench in data["benchmarks"]:
         info = bench["extra_info"]
-        results.append(Result(info["family"], info["case"], info["dtype"], info["threads"], info["library"],
-                              tuple(info["shape"]), info["flops"] / bench["stats"]["median"] / 1e9,
-                              _peak(session, info["dtype"], info["threads"])))
+        results.append(
+            Result(
+                info["family"],
+                info["case"],
+                info["dtype"],
+                info["threads"],
+                info["library"],
+                tuple(info["shape"]),
+                info["flops"] / bench["stats"]["median"] / 1e9,
+                _peak(session, info["dtype"], info["threads"]),
+            )
+        )
     return results, session
 
 
 def provenance(session: dict) -> str:
     """One line naming what produced the figures: command, date, CPU, BLAS kernel, smallgemm kernel."""
-    line = (f"`{session['command']}`, {session['date']}, CPU {session['cpu_model']}, NumPy with "
-            f"{session['openblas']}, smallgemm kernel {session['kernel']}, size scale {session.get('scale', 1.0):g}")
+    line = (
+        f"`{session['command']}`, {session['date']}, CPU {session['cpu_model']}, NumPy with "
+        f"{session['openblas']}, smallgemm kernel {session['kernel']}, size scale {session.get('scale', 1.0):g}"
+    )
     if session.get("openblas_forcing"):
         line += f" (warning: {' '.join(session['openblas_forcing'])} was set: NumPy on a slower kernel)"
     return line
@@ -104,22 +120,37 @@ def markdown(results: list[Result], session: dict, images: list[Path]) -> str:
     by_family: dict[str, list] = defaultdict(list)
     for key, libs in _pairs(results).items():
         by_family[key[0]].append((key, libs))
-    for family, rows in sorted(by_family.items(), key=lambda item: (FAMILIES + (item[0],)).index(item[0])):
-        lines += ["", f"#### {family}", "",
-                  "| case | dtype | threads | smallgemm GFLOP/s | NumPy GFLOP/s | smallgemm / NumPy "
-                  "| smallgemm % of peak | NumPy % of peak |", "|---|---|---|---|---|---|---|---|"]
+    for family, rows in sorted(by_family.items(), key=lambda item: ((*FAMILIES, item[0])).index(item[0])):
+        lines += [
+            "",
+            f"#### {family}",
+            "",
+            "| case | dtype | threads | smallgemm GFLOP/s | NumPy GFLOP/s | smallgemm / NumPy "
+            "| smallgemm % of peak | NumPy % of peak |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for (_, case, dtype, threads), libs in rows:
             ours, theirs = libs.get("smallgemm"), libs.get("numpy")
             ratio = ours.gflops / theirs.gflops if ours and theirs else None
             lines.append(
                 f"| {case} | {dtype} | {threads} | {_cell(ours and ours.gflops, '.1f')} | "
                 f"{_cell(theirs and theirs.gflops, '.1f')} | {_cell(ratio, '.2f')} | "
-                f"{_cell(ours and ours.percent_of_peak, '.0f')} | {_cell(theirs and theirs.percent_of_peak, '.0f')} |")
+                f"{_cell(ours and ours.percent_of_peak, '.0f')} | {_cell(theirs and theirs.percent_of_peak, '.0f')} |"
+            )
     return "\n".join(lines)
 
 
-def _plot(results: list[Result], session: dict, family: str, x_of, y_of, xlabel: str, ylabel: str,
-          title: str, path: Path) -> Path | None:
+def _plot(
+    results: list[Result],
+    session: dict,
+    family: str,
+    x_of,
+    y_of,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    path: Path,
+) -> Path | None:
     """One figure, a panel per dtype, a line per (library, threads, variant); None if ``family`` is absent."""
     import matplotlib
 
@@ -139,8 +170,13 @@ def _plot(results: list[Result], session: dict, family: str, x_of, y_of, xlabel:
                 lines[f"{r.library}, {r.threads} thread(s){variant}"].append(r)
         for label, points in sorted(lines.items()):
             points.sort(key=x_of)
-            ax.plot([x_of(p) for p in points], [y_of(p) for p in points], marker="o",
-                    linestyle="-" if label.startswith("smallgemm") else "--", label=label)
+            ax.plot(
+                [x_of(p) for p in points],
+                [y_of(p) for p in points],
+                marker="o",
+                linestyle="-" if label.startswith("smallgemm") else "--",
+                label=label,
+            )
         ax.set_xscale("log", base=2)
         ax.set(title=f"{title}, {dtype}", xlabel=xlabel, ylabel=ylabel)
         ax.set_ylim(bottom=0)
@@ -157,15 +193,38 @@ def plots(results: list[Result], session: dict, out: Path) -> list[Path]:
     """Write the PNGs under ``out``; return the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     figures = [
-        ("square", lambda r: r.shape[1], lambda r: r.gflops, "M = N (K = 1024)", "GFLOP/s",
-         "Square products", "perf_square.png"),
-        ("few-rows", lambda r: r.shape[1], lambda r: r.gflops, "rows m of [m, 512] @ [512, 2048]", "GFLOP/s",
-         "Few rows", "perf_few_rows.png"),
-        ("square", lambda r: r.shape[1], lambda r: r.percent_of_peak, "M = N (K = 1024)",
-         "% of measured FMA peak", "Efficiency", "perf_efficiency.png"),
+        (
+            "square",
+            lambda r: r.shape[1],
+            lambda r: r.gflops,
+            "M = N (K = 1024)",
+            "GFLOP/s",
+            "Square products",
+            "perf_square.png",
+        ),
+        (
+            "few-rows",
+            lambda r: r.shape[1],
+            lambda r: r.gflops,
+            "rows m of [m, 512] @ [512, 2048]",
+            "GFLOP/s",
+            "Few rows",
+            "perf_few_rows.png",
+        ),
+        (
+            "square",
+            lambda r: r.shape[1],
+            lambda r: r.percent_of_peak,
+            "M = N (K = 1024)",
+            "% of measured FMA peak",
+            "Efficiency",
+            "perf_efficiency.png",
+        ),
     ]
-    written = [_plot(results, session, family, x_of, y_of, xlabel, ylabel, title, out / name)
-               for family, x_of, y_of, xlabel, ylabel, title, name in figures]
+    written = [
+        _plot(results, session, family, x_of, y_of, xlabel, ylabel, title, out / name)
+        for family, x_of, y_of, xlabel, ylabel, title, name in figures
+    ]
     return [path for path in written if path is not None]
 
 

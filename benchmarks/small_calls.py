@@ -32,7 +32,9 @@ def in_a_loop(statement: str, **names) -> callable:
 
 def row(name: str, ours: str, theirs: str, **names) -> None:
     names.update(smallgemm=smallgemm, np=np)
-    compare(name, in_a_loop(ours, **names), in_a_loop(theirs, **names), 1, "", repeats=41, calls_per_run=CALLS)
+    compare(
+        name, in_a_loop(ours, **names), in_a_loop(theirs, **names), 1, "", repeats=41, calls_per_run=CALLS
+    )
 
 
 def main():
@@ -45,18 +47,40 @@ def main():
             a, b = rand(side, side, dtype=dtype), rand(side, side, dtype=dtype)
             c = np.empty((side, side), dtype)
             row(f"{kind} {side}x{side}", "smallgemm.matmul(a, b)", "np.matmul(a, b)", a=a, b=b)
-            row(f"{kind} {side}x{side}, out=", "smallgemm.matmul(a, b, out=c)", "np.matmul(a, b, out=c)",
-                a=a, b=b, c=c)
-            row(f"{kind} {side}x{side}, gemm(0.5, a, b, beta=1, c=c, overwrite_c=True) against NumPy's c += 0.5 * (a @ b)",
-                "smallgemm.gemm(0.5, a, b, beta=1.0, c=c, overwrite_c=True)", "np.add(c, 0.5 * np.matmul(a, b), out=c)",
-                a=a, b=b, c=c)
+            row(
+                f"{kind} {side}x{side}, out=",
+                "smallgemm.matmul(a, b, out=c)",
+                "np.matmul(a, b, out=c)",
+                a=a,
+                b=b,
+                c=c,
+            )
+            row(
+                f"{kind} {side}x{side}, gemm(0.5, a, b, beta=1, c=c, overwrite_c=True) against NumPy's c += 0.5 * (a @ b)",
+                "smallgemm.gemm(0.5, a, b, beta=1.0, c=c, overwrite_c=True)",
+                "np.add(c, 0.5 * np.matmul(a, b), out=c)",
+                a=a,
+                b=b,
+                c=c,
+            )
         for count, side in ((1, 16), (10, 16), (100, 16), (10, 32)):
             a, b = rand(count, side, side, dtype=dtype), rand(count, side, side, dtype=dtype)
             c = np.empty((count, side, side), dtype)
-            row(f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}", "smallgemm.matmul(a, b)",
-                "np.matmul(a, b)", a=a, b=b)
-            row(f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}, out=", "smallgemm.matmul(a, b, out=c)",
-                "np.matmul(a, b, out=c)", a=a, b=b, c=c)
+            row(
+                f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}",
+                "smallgemm.matmul(a, b)",
+                "np.matmul(a, b)",
+                a=a,
+                b=b,
+            )
+            row(
+                f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}, out=",
+                "smallgemm.matmul(a, b, out=c)",
+                "np.matmul(a, b, out=c)",
+                a=a,
+                b=b,
+                c=c,
+            )
         x, w = rand(4, 8, 32, dtype=dtype), rand(32, 32, dtype=dtype)
         row(f"{kind} [4,8,32] @ [32,32] (folded)", "smallgemm.matmul(x, w)", "np.matmul(x, w)", x=x, w=w)
 

@@ -58,8 +58,11 @@ def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1):
         probe = bench.time_interleaved([ours], 1)[0].median
         t_ours, t_theirs = bench.time_interleaved([ours, theirs], repeats or bench.repeats_for(probe), settle)
     ours_call, theirs_call = t_ours.median / calls_per_run, t_theirs.median / calls_per_run
-    print(f"| {name} | {threads} | {_duration(ours_call)} | {_duration(theirs_call)} | {theirs_call / ours_call:.3f} "
-          f"| {target} |", flush=True)
+    print(
+        f"| {name} | {threads} | {_duration(ours_call)} | {_duration(theirs_call)} | {theirs_call / ours_call:.3f} "
+        f"| {target} |",
+        flush=True,
+    )
 
 
 def calls_in_a_loop(function, a, b, count):
@@ -85,8 +88,24 @@ ALTERNATIONS = 15
 @njit
 def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
     for _ in range(reps):
-        microkernel(shape, kc, address(a), 0, address(b), 0, address(c), 0, c.shape[1], 1,
-                    c.shape[0], c.shape[1], one, one, OVERWRITE, address(scratch))
+        microkernel(
+            shape,
+            kc,
+            address(a),
+            0,
+            address(b),
+            0,
+            address(c),
+            0,
+            c.shape[1],
+            1,
+            c.shape[0],
+            c.shape[1],
+            one,
+            one,
+            OVERWRITE,
+            address(scratch),
+        )
 
 
 def microkernel_efficiency(dtype, kc):
@@ -114,8 +133,11 @@ def microkernel_efficiency(dtype, kc):
     gflops = 2 * mr * nr * kc * reps / best / 1e9
     engine = rules.block_sizes(kernel, np.dtype(dtype)).kc
     which = " (the engine's)" if kc == engine else ""
-    print(f"| microkernel {kernel.tile_name(dtype)} alone, cache-resident panels, KC = {kc}{which} | "
-          f"{gflops:.1f} GFLOP/s | FMA peak {top:.1f} GFLOP/s | {100 * gflops / top:.1f} % | >= 95 % |", flush=True)
+    print(
+        f"| microkernel {kernel.tile_name(dtype)} alone, cache-resident panels, KC = {kc}{which} | "
+        f"{gflops:.1f} GFLOP/s | FMA peak {top:.1f} GFLOP/s | {100 * gflops / top:.1f} % | >= 95 % |",
+        flush=True,
+    )
 
 
 def first_call_times():
@@ -127,18 +149,26 @@ def first_call_times():
     )
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        cold = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split()
-        warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout.split()
-    print(f"| import smallgemm | {warm[0]} s |  |\n| first matmul, cold cache (compiles) | {cold[1]} s | |\n"
-          f"| first matmul, warm cache | {warm[1]} s | under 1 s |")
+        cold = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+        ).stdout.split()
+        warm = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env
+        ).stdout.split()
+    print(
+        f"| import smallgemm | {warm[0]} s |  |\n| first matmul, cold cache (compiles) | {cold[1]} s | |\n"
+        f"| first matmul, warm cache | {warm[1]} s | under 1 s |"
+    )
 
 
 def main():
     rerun_clean()
     bench.compile_first()
-    print(f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
-          f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}; {bench.COMPILED_FIRST}: rows on "
-          f"{DEFAULT_THREADS} threads set nothing, other thread counts are set for both libraries\n")
+    print(
+        f"smallgemm {smallgemm.__version__}, kernel {dispatch.current().name}, NumPy {np.__version__} with "
+        f"{bench.openblas_kernel()}, {time.strftime('%Y-%m-%d')}; {bench.COMPILED_FIRST}: rows on "
+        f"{DEFAULT_THREADS} threads set nothing, other thread counts are set for both libraries\n"
+    )
     header = TABLE_HEADER
 
     print("### Engine (gemm), one thread, against NumPy\n\n" + header)
@@ -146,8 +176,13 @@ def main():
         for m, n, k in ((1024, 1024, 1024), (4096, 4096, 1024)):
             a, b = rand(m, k, dtype=dtype), rand(k, n, dtype=dtype)
             c = np.empty((m, n), dtype)
-            compare(f"{np.dtype(dtype).name} {m}x{n}x{k}", lambda: smallgemm.gemm(1.0, a, b, c=c, overwrite_c=True),
-                    lambda: np.matmul(a, b, out=c), 1, target)
+            compare(
+                f"{np.dtype(dtype).name} {m}x{n}x{k}",
+                lambda: smallgemm.gemm(1.0, a, b, c=c, overwrite_c=True),
+                lambda: np.matmul(a, b, out=c),
+                1,
+                target,
+            )
     print("\n| microkernel | speed | peak, same run | efficiency | target |\n|---|---|---|---|---|")
     for dtype in (np.float32, np.float64):
         for kc in dict.fromkeys((rules.block_sizes(dispatch.current(), np.dtype(dtype)).kc, 256)):
@@ -158,21 +193,55 @@ def main():
     print("\n### matmul, one thread\n\n" + header)
     m = rand(1024, 1024)
     n_ = rand(1024, 1024)
-    compare("a.T @ b against a @ b (both smallgemm)", lambda: smallgemm.matmul(m.T, n_),
-            lambda: smallgemm.matmul(m, n_), 1, ">= 0.95")
-    compare("a @ b.T against a @ b (both smallgemm)", lambda: smallgemm.matmul(m, n_.T),
-            lambda: smallgemm.matmul(m, n_), 1, ">= 0.95")
+    compare(
+        "a.T @ b against a @ b (both smallgemm)",
+        lambda: smallgemm.matmul(m.T, n_),
+        lambda: smallgemm.matmul(m, n_),
+        1,
+        ">= 0.95",
+    )
+    compare(
+        "a @ b.T against a @ b (both smallgemm)",
+        lambda: smallgemm.matmul(m, n_.T),
+        lambda: smallgemm.matmul(m, n_),
+        1,
+        ">= 0.95",
+    )
     a, b = rand(1000, 16, 16), rand(1000, 16, 16)
-    compare("1000x16x16 @ 1000x16x16 float32", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 1, ">= 1.5")
+    compare(
+        "1000x16x16 @ 1000x16x16 float32",
+        lambda: smallgemm.matmul(a, b),
+        lambda: np.matmul(a, b),
+        1,
+        ">= 1.5",
+    )
     # What streaming the same 3 MiB costs: an elementwise sum reads and writes what the stack does.
-    compare("the same stack against np.add(a, b) (the streaming bound)", lambda: smallgemm.matmul(a, b),
-            lambda: np.add(a, b), 1, "")
+    compare(
+        "the same stack against np.add(a, b) (the streaming bound)",
+        lambda: smallgemm.matmul(a, b),
+        lambda: np.add(a, b),
+        1,
+        "",
+    )
     x, w = rand(64, 128, 512), rand(512, 512)
-    compare("[64,128,512] @ [512,512] float32", lambda: smallgemm.matmul(x, w), lambda: np.matmul(x, w), 1, ">= 1.0")
+    compare(
+        "[64,128,512] @ [512,512] float32",
+        lambda: smallgemm.matmul(x, w),
+        lambda: np.matmul(x, w),
+        1,
+        ">= 1.0",
+    )
     s = rand(16, 16)
     calls = 1000
-    compare(f"16x16 float32 call (runs of {calls} calls)", calls_in_a_loop(smallgemm.matmul, s, s, calls),
-            calls_in_a_loop(np.matmul, s, s, calls), 1, "<= 2 us", repeats=101, calls_per_run=calls)
+    compare(
+        f"16x16 float32 call (runs of {calls} calls)",
+        calls_in_a_loop(smallgemm.matmul, s, s, calls),
+        calls_in_a_loop(np.matmul, s, s, calls),
+        1,
+        "<= 2 us",
+        repeats=101,
+        calls_per_run=calls,
+    )
 
     print("\n### Threads\n\n" + header)
     big = rand(2048, 2048)
@@ -181,23 +250,49 @@ def main():
         with smallgemm.num_threads(1):
             smallgemm.matmul(big, big)
 
-    compare("2048^3 float32: 2 threads against 1 thread (both smallgemm)", lambda: smallgemm.matmul(big, big),
-            one_thread, 2, ">= 1.9")
+    compare(
+        "2048^3 float32: 2 threads against 1 thread (both smallgemm)",
+        lambda: smallgemm.matmul(big, big),
+        one_thread,
+        2,
+        ">= 1.9",
+    )
     for dtype, target in ((np.float32, ">= 1.0"), (np.float64, ">= 1.05")):
         for mm, nn, kk in ((1024, 1024, 1024), (4096, 4096, 1024)):
             a, b = rand(mm, kk, dtype=dtype), rand(kk, nn, dtype=dtype)
-            compare(f"{np.dtype(dtype).name} {mm}x{nn}x{kk}", lambda: smallgemm.matmul(a, b),
-                    lambda: np.matmul(a, b), 2, target)
+            compare(
+                f"{np.dtype(dtype).name} {mm}x{nn}x{kk}",
+                lambda: smallgemm.matmul(a, b),
+                lambda: np.matmul(a, b),
+                2,
+                target,
+            )
     x, w, g = rand(4096, 512), rand(512, 2048), rand(4096, 2048)
-    compare("training step forward x @ W [4096,512]@[512,2048]", lambda: smallgemm.matmul(x, w),
-            lambda: np.matmul(x, w), 2, ">= 1.0")
+    compare(
+        "training step forward x @ W [4096,512]@[512,2048]",
+        lambda: smallgemm.matmul(x, w),
+        lambda: np.matmul(x, w),
+        2,
+        ">= 1.0",
+    )
     compare("backward g @ W.T", lambda: smallgemm.matmul(g, w.T), lambda: np.matmul(g, w.T), 2, ">= 1.0")
     compare("backward x.T @ g", lambda: smallgemm.matmul(x.T, g), lambda: np.matmul(x.T, g), 2, ">= 1.0")
     a, b = rand(8, 512, 512), rand(8, 512, 512)
-    compare("8x512x512 @ 8x512x512 float32 (a stack)", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 2, "")
+    compare(
+        "8x512x512 @ 8x512x512 float32 (a stack)",
+        lambda: smallgemm.matmul(a, b),
+        lambda: np.matmul(a, b),
+        2,
+        "",
+    )
     a, b = rand(3, 4, 4096), rand(3, 4096, 4096)  # three few-row products: each on both workers
-    compare("[3,4,4096] @ [3,4096,4096] float32 (a stack)", lambda: smallgemm.matmul(a, b), lambda: np.matmul(a, b), 2,
-            "")
+    compare(
+        "[3,4,4096] @ [3,4096,4096] float32 (a stack)",
+        lambda: smallgemm.matmul(a, b),
+        lambda: np.matmul(a, b),
+        2,
+        "",
+    )
     few_rows(header)
 
 
@@ -211,26 +306,56 @@ def few_rows(header):
     from_memory = rand(4096, 4096)  # 64 MiB: streamed from memory by few rows
     v, big = rand(1, 4096), rand(4096, 4096)
     # A matrix (rows contiguous) times a 1-D vector: row dots.
-    matrix_vector = (("W [2048,512]", w_t, rand(512)), ("W [512,512], in the L2", rand(512, 512), rand(512)),
-                     ("W [4096,4096]", big, rand(4096)))
+    matrix_vector = (
+        ("W [2048,512]", w_t, rand(512)),
+        ("W [512,512], in the L2", rand(512, 512), rand(512)),
+        ("W [4096,4096]", big, rand(4096)),
+    )
     for threads in (1, 2):
         for m in (1, 4, 8, 16):
             x = rand(m, 512)
             target = ">= 2" if m >= 4 else ""
-            compare(f"[{m},512] @ [512,2048] float32", lambda: smallgemm.matmul(x, w), lambda: np.matmul(x, w),
-                    threads, target)
-            compare(f"[{m},512] @ W.T, W [2048,512]", lambda: smallgemm.matmul(x, w_t.T),
-                    lambda: np.matmul(x, w_t.T), threads, target)
-            compare(f"[{m},512] @ pack(W, trans=True)", lambda: smallgemm.matmul(x, packed_t),
-                    lambda: np.matmul(x, w_t.T), threads, "")
+            compare(
+                f"[{m},512] @ [512,2048] float32",
+                lambda: smallgemm.matmul(x, w),
+                lambda: np.matmul(x, w),
+                threads,
+                target,
+            )
+            compare(
+                f"[{m},512] @ W.T, W [2048,512]",
+                lambda: smallgemm.matmul(x, w_t.T),
+                lambda: np.matmul(x, w_t.T),
+                threads,
+                target,
+            )
+            compare(
+                f"[{m},512] @ pack(W, trans=True)",
+                lambda: smallgemm.matmul(x, packed_t),
+                lambda: np.matmul(x, w_t.T),
+                threads,
+                "",
+            )
             x64 = x.astype(np.float64)
-            compare(f"[{m},512] @ W.T float64", lambda: smallgemm.matmul(x64, w64_t.T),
-                    lambda: np.matmul(x64, w64_t.T), threads, "")
+            compare(
+                f"[{m},512] @ W.T float64",
+                lambda: smallgemm.matmul(x64, w64_t.T),
+                lambda: np.matmul(x64, w64_t.T),
+                threads,
+                "",
+            )
         x = rand(4, 4096)
-        compare("[4,4096] @ [4096,4096] float32, B from memory", lambda: smallgemm.matmul(x, from_memory),
-                lambda: np.matmul(x, from_memory), threads, "")
+        compare(
+            "[4,4096] @ [4096,4096] float32, B from memory",
+            lambda: smallgemm.matmul(x, from_memory),
+            lambda: np.matmul(x, from_memory),
+            threads,
+            "",
+        )
         for name, mat, vec in matrix_vector:
-            compare(f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, "")
+            compare(
+                f"W @ x, {name}", lambda: smallgemm.matmul(mat, vec), lambda: np.matmul(mat, vec), threads, ""
+            )
 
             def lane_wise(mat=mat, vec=vec):
                 with smallgemm.exact(False):
@@ -245,11 +370,17 @@ def few_rows(header):
     with smallgemm.num_threads(1):
         gemv, read = bench.time_interleaved([lambda: smallgemm.matmul(v, big), lambda: read_pass(stream)], 21)
     flops = 2 * big.size
-    for label, ours, bound in (("median", gemv.median, read.median), ("best", min(gemv.seconds), min(read.seconds))):
+    for label, ours, bound in (
+        ("median", gemv.median, read.median),
+        ("best", min(gemv.seconds), min(read.seconds)),
+    ):
         target = ">= 90 %" if label == "median" else ""
-        print(f"\n| 1x4096 @ 4096x4096 float32, 1 thread, {label} | {flops / ours / 1e9:.1f} GFLOP/s | "
-              f"read-bandwidth bound {flops / bound / 1e9:.1f} GFLOP/s (a read of W's bytes, same run) | "
-              f"{100 * bound / ours:.0f} % | {target} |")
+        print(
+            f"\n| 1x4096 @ 4096x4096 float32, 1 thread, {label} | {flops / ours / 1e9:.1f} GFLOP/s | "
+            f"read-bandwidth bound {flops / bound / 1e9:.1f} GFLOP/s (a read of W's bytes, same run) | "
+            f"{100 * bound / ours:.0f} % | {target} |"
+        )
+
 
 if __name__ == "__main__":
     main()

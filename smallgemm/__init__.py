@@ -5,11 +5,10 @@ scipy's calling convention), kernel selection, thread settings, ``info`` and
 ``peak`` (the machine's measured limits), and the exact-products setting.
 """
 
-from .version import __version__  # noqa: F401
-
 import os as _os
 
 from .machine import threading_layer as _threading_layer
+from .version import __version__  # noqa: F401
 
 _threading_layer.load_tbb()  # before Numba chooses its layer: TBB is fork-safe, GNU OpenMP is not
 
@@ -17,7 +16,14 @@ from .machine import compile_cache as _compile_cache
 
 _compile_cache.watch(_os.path.dirname(__file__))  # before any jitted function is defined
 
+from .api.explain import explain
 from .api.gemm import gemm
+from .api.info import info
+from .api.matmul import matmul
+from .api.packed import PackedMatrix, pack
+from .api.peak import peak
+from .machine import threadpool_controller  # noqa: F401  (registers with threadpoolctl)
+from .machine.threads import get_num_threads, num_threads, set_num_threads
 from .plan.dispatch import (
     batch_invariant,
     exact,
@@ -29,13 +35,6 @@ from .plan.dispatch import (
     set_kernel,
     use_kernel,
 )
-from .api.explain import explain
-from .api.info import info
-from .api.matmul import matmul
-from .api.packed import PackedMatrix, pack
-from .api.peak import peak
-from .machine.threads import get_num_threads, num_threads, set_num_threads
-from .machine import threadpool_controller  # noqa: E402,F401  (registers with threadpoolctl)
 from .plan.rules import set_config_loader as _set_config_loader
 from .plan.warmup import get_first_use, set_first_use
 from .tune.record import apply_configured as _apply_configured
@@ -43,6 +42,7 @@ from .tune.record import apply_configured as _apply_configured
 _set_config_loader(_apply_configured)  # tuned block sizes, from SMALLGEMM_CONFIG or the user's cache
 
 __all__ = [
+    "PackedMatrix",
     "batch_invariant",
     "exact",
     "explain",
@@ -56,7 +56,6 @@ __all__ = [
     "matmul",
     "num_threads",
     "pack",
-    "PackedMatrix",
     "peak",
     "set_batch_invariant",
     "set_exact",

@@ -28,8 +28,11 @@ def _bench(args) -> int:
     clean = bench.clean_environment()
     if clean is not None and not args.keep_openblas_env:
         removed = ", ".join(v for v in bench.OPENBLAS_FORCING if v in os.environ)
-        print(f"note: rerunning without {removed} so that NumPy uses its best OpenBLAS kernel "
-              f"(--keep-openblas-env to keep them)", flush=True)
+        print(
+            f"note: rerunning without {removed} so that NumPy uses its best OpenBLAS kernel "
+            f"(--keep-openblas-env to keep them)",
+            flush=True,
+        )
         return subprocess.call([sys.executable, "-m", "smallgemm", *sys.argv[1:]], env=clean)
     if args.ladder:
         from .tools.ladder import run_ladder
@@ -83,8 +86,15 @@ def _tune(args) -> int:
             return 2
         if previous.environment.mismatch(environment) is None:
             config = record.Config(environment, previous.tunings)  # keep the other dtypes' tunings
-    result = search(kernel, args.dtype, args.shapes, args.threads, args.budget,
-                    workspace_limit=args.workspace_mib << 20, seed=args.seed)
+    result = search(
+        kernel,
+        args.dtype,
+        args.shapes,
+        args.threads,
+        args.budget,
+        workspace_limit=args.workspace_mib << 20,
+        seed=args.seed,
+    )
     print(format_table(result, args.top))
     if result.best() is None:
         print("error: no candidate passed validation; nothing written", file=sys.stderr)
@@ -98,14 +108,22 @@ def _tune(args) -> int:
 def _explain(args) -> int:
     from .api.explain import explain
 
-    (m, n, k), = args.shape
+    ((m, n, k),) = args.shape
     dtype = np.dtype(args.dtype)
     # Storage only (np.empty touches no memory): a transposed operand is a view of its transpose.
     a = np.empty((k, m), dtype).T if args.trans_a else np.empty((m, k), dtype)
     b = np.empty((n, k), dtype).T if args.trans_b else np.empty((k, n), dtype)
     if args.batch:
-        a = np.empty((args.batch, k, m), dtype).transpose(0, 2, 1) if args.trans_a else np.empty((args.batch, m, k), dtype)
-        b = np.empty((args.batch, n, k), dtype).transpose(0, 2, 1) if args.trans_b else np.empty((args.batch, k, n), dtype)
+        a = (
+            np.empty((args.batch, k, m), dtype).transpose(0, 2, 1)
+            if args.trans_a
+            else np.empty((args.batch, m, k), dtype)
+        )
+        b = (
+            np.empty((args.batch, n, k), dtype).transpose(0, 2, 1)
+            if args.trans_b
+            else np.empty((args.batch, k, n), dtype)
+        )
     print(explain(a, b, threads=args.threads))
     return 0
 
@@ -117,10 +135,16 @@ def main(argv=None) -> int:
     b.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     b.add_argument("--threads", type=int, help="threads for both libraries (default: each library's default)")
     b.add_argument("--shapes", type=_shapes, help="comma-separated MxNxK list (default: seed 000's squares)")
-    b.add_argument("--ladder", action="store_true",
-                   help="run the optimisation ladder instead (naive loops to all cores, %% of FMA peak)")
-    b.add_argument("--keep-openblas-env", action="store_true",
-                   help="do not remove OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the run")
+    b.add_argument(
+        "--ladder",
+        action="store_true",
+        help="run the optimisation ladder instead (naive loops to all cores, %% of FMA peak)",
+    )
+    b.add_argument(
+        "--keep-openblas-env",
+        action="store_true",
+        help="do not remove OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for the run",
+    )
     b.set_defaults(func=_bench)
     i = sub.add_parser("info", help="CPU, kernel, block sizes, threads and versions")
     i.add_argument("--no-peak", action="store_true", help="skip measuring the FMA peak and bandwidth (~2 s)")
@@ -128,19 +152,30 @@ def main(argv=None) -> int:
     c = sub.add_parser("compile", help="compile the entries into Numba's cache ahead of first use")
     c.add_argument("--dtype", choices=["float32", "float64"], help="one dtype (default: both)")
     chosen = c.add_mutually_exclusive_group()
-    chosen.add_argument("--kernel", choices=[k.name for k in KERNELS], help="a kernel (default: the one in use)")
+    chosen.add_argument(
+        "--kernel", choices=[k.name for k in KERNELS], help="a kernel (default: the one in use)"
+    )
     chosen.add_argument("--all", action="store_true", help="every kernel")
     c.add_argument("--entry", help="comma-separated entry names (default: all; see `info`)")
     c.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     c.set_defaults(func=_compile)
     t = sub.add_parser("tune", help="search block sizes (validated before timed) and write the configuration")
     t.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    t.add_argument("--kernel", choices=[k.name for k in KERNELS],
-                   help="kernel to tune (default: the one this CPU uses)")
-    t.add_argument("--shapes", type=_shapes, default=[(1024, 1024, 1024)],
-                   help="comma-separated MxNxK list to time (default 1024x1024x1024)")
-    t.add_argument("--threads", type=_ints, default=[1],
-                   help="comma-separated thread counts; the first one's timings choose (default 1)")
+    t.add_argument(
+        "--kernel", choices=[k.name for k in KERNELS], help="kernel to tune (default: the one this CPU uses)"
+    )
+    t.add_argument(
+        "--shapes",
+        type=_shapes,
+        default=[(1024, 1024, 1024)],
+        help="comma-separated MxNxK list to time (default 1024x1024x1024)",
+    )
+    t.add_argument(
+        "--threads",
+        type=_ints,
+        default=[1],
+        help="comma-separated thread counts; the first one's timings choose (default 1)",
+    )
     t.add_argument("--budget", type=float, default=60.0, help="seconds of timing (default 60)")
     t.add_argument("--workspace-mib", type=int, default=64, help="workspace limit per candidate (default 64)")
     t.add_argument("--seed", type=int, default=1, help="seed of the reproducible inputs (default 1)")

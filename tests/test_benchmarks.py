@@ -26,21 +26,49 @@ def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # A session of its own, not one of this run's xdist workers (pytest-benchmark would
     # take it for one and time nothing).
     inherited = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_XDIST_")}
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**inherited, **(env or {})})
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**inherited, **(env or {})},
+    )
 
 
 def test_benchmark_suite_runs_at_tiny_sizes(tmp_path):
     """Every case runs once (--benchmark-disable); one dtype and thread count also writes a JSON."""
-    done = _run("-m", "pytest", "benchmarks/", "--bench-small", "--benchmark-disable", "-p", "no:cacheprovider",
-                "-q", env={"OPENBLAS_CORETYPE": "Haswell"})
+    done = _run(
+        "-m",
+        "pytest",
+        "benchmarks/",
+        "--bench-small",
+        "--benchmark-disable",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        env={"OPENBLAS_CORETYPE": "Haswell"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OPENBLAS_CORETYPE" in done.stdout + done.stderr  # the warning about NumPy's forced kernel
 
     results = tmp_path / "results.json"
-    done = _run("-m", "pytest", "benchmarks/", "--bench-small", "--benchmark-only", "--benchmark-min-rounds=1",
-                "--benchmark-max-time=0", "-p", "no:cacheprovider", "-q", "-k", "float64 and 1t and square",
-                f"--benchmark-json={results}")
+    done = _run(
+        "-m",
+        "pytest",
+        "benchmarks/",
+        "--bench-small",
+        "--benchmark-only",
+        "--benchmark-min-rounds=1",
+        "--benchmark-max-time=0",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-k",
+        "float64 and 1t and square",
+        f"--benchmark-json={results}",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(results.read_text())
     libraries = {b["extra_info"]["library"] for b in data["benchmarks"]}
@@ -53,14 +81,22 @@ def test_benchmark_suite_runs_at_tiny_sizes(tmp_path):
 
 def test_report_markdown_without_matplotlib(tmp_path):
     """With matplotlib unimportable the report still prints its Markdown (and writes no PNG)."""
-    code = ("import runpy, sys; sys.modules['matplotlib'] = None; "
-            f"sys.argv = ['report.py', {str(FIXTURE)!r}, '--out', {str(tmp_path)!r}]; "
-            "runpy.run_path('benchmarks/report.py', run_name='__main__')")
+    code = (
+        "import runpy, sys; sys.modules['matplotlib'] = None; "
+        f"sys.argv = ['report.py', {str(FIXTURE)!r}, '--out', {str(tmp_path)!r}]; "
+        "runpy.run_path('benchmarks/report.py', run_name='__main__')"
+    )
     done = _run("-c", code)
     assert done.returncode == 0, done.stderr
     assert "matplotlib is not installed" in done.stderr
     session = json.loads(FIXTURE.read_text())["smallgemm"]
-    for text in ("#### square", "#### few-rows", session["cpu_model"], session["openblas"], session["command"]):
+    for text in (
+        "#### square",
+        "#### few-rows",
+        session["cpu_model"],
+        session["openblas"],
+        session["command"],
+    ):
         assert text in done.stdout
     assert not list(tmp_path.glob("*.png"))
 
@@ -88,7 +124,9 @@ def test_ladder_runs_at_tiny_size(dtype):
 
 @pytest.mark.parametrize("product", [ladder.naive_ijk, ladder.reordered_ikj, ladder.blocked_scalar])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m, n, k", [(1, 1, 1), (5, 13, 7), (ladder.MC + 3, ladder.NR * 3 + 1, ladder.KC + 5)])
+@pytest.mark.parametrize(
+    "m, n, k", [(1, 1, 1), (5, 13, 7), (ladder.MC + 3, ladder.NR * 3 + 1, ladder.KC + 5)]
+)
 def test_ladder_rungs_compute_the_product(product, dtype, m, n, k):
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(dtype)
@@ -104,7 +142,7 @@ def test_peak_is_sane():
     fma = data["fma_gflops"]
     assert fma
     for name, figures in fma.items():
-        assert 0 < figures["one_core"] and 0 < figures["all_cores"]
+        assert figures["one_core"] > 0 and figures["all_cores"] > 0
         assert figures["all_cores"] >= 0.8 * figures["one_core"], name
         assert figures["threads"] >= 1
     for bits in {name.split("_")[1] for name in fma}:

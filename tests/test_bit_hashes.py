@@ -32,14 +32,28 @@ def operands(dtype):
         return rng.standard_normal(shape).astype(dtype)
 
     return {
-        "w": rand(260, 150), "x8": rand(8, 150), "x5": rand(5, 150), "x4": rand(4, 150),
-        "v150": rand(150), "v260": rand(260),
-        "few_a": rand(4, 300), "few_b": rand(300, 1000),
-        "a37": rand(37, 23), "b45": rand(23, 45), "s16": rand(16, 16), "t16": rand(16, 16),
-        "a": rand(150, 130), "b": rand(130, 170), "c": rand(150, 170),
-        "stack_a": rand(5, 20, 30), "stack_b": rand(5, 30, 25), "tall": rand(4, 40, 130),
-        "tiny_a": rand(50, 8, 8), "tiny_b": rand(50, 8, 8),
-        "grad_x": rand(200, 130), "grad_g": rand(200, 10),
+        "w": rand(260, 150),
+        "x8": rand(8, 150),
+        "x5": rand(5, 150),
+        "x4": rand(4, 150),
+        "v150": rand(150),
+        "v260": rand(260),
+        "few_a": rand(4, 300),
+        "few_b": rand(300, 1000),
+        "a37": rand(37, 23),
+        "b45": rand(23, 45),
+        "s16": rand(16, 16),
+        "t16": rand(16, 16),
+        "a": rand(150, 130),
+        "b": rand(130, 170),
+        "c": rand(150, 170),
+        "stack_a": rand(5, 20, 30),
+        "stack_b": rand(5, 30, 25),
+        "tall": rand(4, 40, 130),
+        "tiny_a": rand(50, 8, 8),
+        "tiny_b": rand(50, 8, 8),
+        "grad_x": rand(200, 130),
+        "grad_g": rand(200, 10),
     }
 
 
@@ -66,7 +80,10 @@ def cases(o):
         ("blocked, views", lambda: smallgemm.matmul(a[::-1, ::2], b[:65, ::-1])),
         ("gemm alpha beta", lambda: smallgemm.gemm(0.75, a, b, beta=-0.5, c=c)),
         ("gemm trans_a", lambda: smallgemm.gemm(1.5, np.ascontiguousarray(a.T), b, trans_a=True)),
-        ("gemm trans_b", lambda: smallgemm.gemm(1.0, a, np.ascontiguousarray(b.T), beta=1.0, c=c, trans_b=True)),
+        (
+            "gemm trans_b",
+            lambda: smallgemm.gemm(1.0, a, np.ascontiguousarray(b.T), beta=1.0, c=c, trans_b=True),
+        ),
         ("x.T @ g", lambda: smallgemm.matmul(o["grad_x"].T, o["grad_g"])),
         ("prepacked", lambda: smallgemm.matmul(a[:60], packed)),
         ("prepacked few rows", lambda: smallgemm.matmul(a[:3], packed)),

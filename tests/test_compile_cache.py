@@ -1,6 +1,7 @@
 """The on-disk compile cache: one source stamp for the whole package, so that an
 edit to a callee's module invalidates its cached callers."""
 
+import contextlib
 import importlib
 import os
 import pathlib
@@ -17,7 +18,10 @@ PACKAGE = os.path.dirname(os.path.realpath(smallgemm.__file__))
 
 
 def test_package_functions_are_stamped_with_all_package_sources():
-    for function in (unpacked.unpacked_entry, importlib.import_module("smallgemm.kernels.microkernel").write_back):
+    for function in (
+        unpacked.unpacked_entry,
+        importlib.import_module("smallgemm.kernels.microkernel").write_back,
+    ):
         locator = function._cache._impl.locator
         assert isinstance(locator, compile_cache.PackageStampLocator)
         assert locator.get_source_stamp() == compile_cache.source_fingerprint(PACKAGE)
@@ -101,7 +105,9 @@ def test_an_edit_to_a_callee_module_recompiles_its_cached_callers(tmp_path):
     script = RUN.format(root=str(tmp_path), package=str(package))
 
     def run():
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stderr
         result, hits = done.stdout.split()
         return int(result), int(hits)
@@ -125,15 +131,17 @@ def test_concurrent_saves_of_different_signatures_keep_each_its_own_code(tmp_pat
 
     def slow_load_index(self):
         overloads = numba_load_index(self)
-        try:
-            both_reading.wait()  # without the lock both read the empty index here, and both pick .1
-        except threading.BrokenBarrierError:
-            pass  # with the lock the second reader waits for the first saver, past the barrier's timeout
+        # Without the lock both read the empty index here, and both pick .1; with it the second
+        # reader waits for the first saver, past the barrier's timeout.
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_reading.wait()
         return overloads
 
     monkeypatch.setattr(caching.IndexDataCacheFile, "_load_index", slow_load_index)
     files = [caching.IndexDataCacheFile(str(tmp_path), "f-1.py311", stamp) for _ in range(2)]
-    savers = [threading.Thread(target=f.save, args=(key, f"code of {key}")) for f, key in zip(files, ("s1", "s2"))]
+    savers = [
+        threading.Thread(target=f.save, args=(key, f"code of {key}")) for f, key in zip(files, ("s1", "s2"))
+    ]
     for saver in savers:
         saver.start()
     for saver in savers:
@@ -165,8 +173,9 @@ def test_two_processes_started_together_on_an_empty_cache(tmp_path):
 
     def start(order):
         script = TWO_AT_ONCE.format(order=order)
-        return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
 
     first, second = start("(np.float32, np.float64)"), start("(np.float64, np.float32)")
     outputs = []
@@ -175,8 +184,14 @@ def test_two_processes_started_together_on_an_empty_cache(tmp_path):
         assert process.returncode == 0, stderr
         outputs.append(sorted(stdout.splitlines()))
     assert outputs[0] == outputs[1]
-    third = subprocess.run([sys.executable, "-c", TWO_AT_ONCE.format(order="(np.float32, np.float64)")],
-                           capture_output=True, text=True, env=env, timeout=600)
+    third = subprocess.run(
+        [sys.executable, "-c", TWO_AT_ONCE.format(order="(np.float32, np.float64)")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert third.returncode == 0, third.stderr
     assert sorted(third.stdout.splitlines()) == outputs[0]
     assert any(name.endswith(".nbc") for _, _, names in os.walk(tmp_path) for name in names)
@@ -186,7 +201,9 @@ def test_the_uncached_subpackages_cache_nothing_and_feed_no_cached_code():
     """What leaving them out of the stamp relies on: no ``cache=True`` in them, and no module
     outside them imports them."""
     names = "|".join(sorted(compile_cache.UNCACHED_SUBPACKAGES))
-    imports = re.compile(rf"^\s*(from\s+(smallgemm|\.+)\.?({names})\b|import\s+smallgemm\.({names})\b)", re.MULTILINE)
+    imports = re.compile(
+        rf"^\s*(from\s+(smallgemm|\.+)\.?({names})\b|import\s+smallgemm\.({names})\b)", re.MULTILINE
+    )
     for path in pathlib.Path(PACKAGE).rglob("*.py"):
         inside = path.relative_to(PACKAGE).parts[0] in compile_cache.UNCACHED_SUBPACKAGES
         text = path.read_text()

@@ -39,7 +39,7 @@ def unfused_chain(a, b, c0=None):
     a, b = np.asarray(a, dtype), np.asarray(b, dtype)
     acc = np.zeros((a.shape[0], b.shape[1]), dtype) if c0 is None else np.array(c0, dtype)
     for k in range(a.shape[1]):
-        acc = a[:, k:k + 1] * b[k:k + 1, :] + acc
+        acc = a[:, k : k + 1] * b[k : k + 1, :] + acc
     return acc
 
 
@@ -119,8 +119,9 @@ def test_chain_continued_from_c(name):
     check(c, a, b, c0)
     halves = cuda.device_array((19, 17), dtype)
     KERNELS[name].launch(cuda.to_device(np.ascontiguousarray(a[:, :11])), cuda.to_device(b[:11]), halves)
-    KERNELS[name].launch(cuda.to_device(np.ascontiguousarray(a[:, 11:])), cuda.to_device(b[11:]), halves,
-                         accumulate=True)
+    KERNELS[name].launch(
+        cuda.to_device(np.ascontiguousarray(a[:, 11:])), cuda.to_device(b[11:]), halves, accumulate=True
+    )
     check(halves, a, b)
 
 
@@ -290,8 +291,9 @@ def test_schedule_copies_as_counted(shape, limit):
     assert schedule.copies(m, n, k, panels) == lru_copies(m, n, k, panels)
 
 
-@pytest.mark.parametrize("name, limit, cut_k", [("naive", 12_000, False), ("shared", 6_000, True),
-                                                ("register", 5_000, True)])
+@pytest.mark.parametrize(
+    "name, limit, cut_k", [("naive", 12_000, False), ("shared", 6_000, True), ("register", 5_000, True)]
+)
 def test_products_larger_than_the_memory_limit(name, limit, cut_k):
     """A memory_limit that cuts A and B into several panels (and K into chunks): the
     streamed schedule gives the one-piece product's bits, copying each panel as the
@@ -345,18 +347,21 @@ class NoKernel:
         pass
 
 
-@pytest.mark.parametrize("tile, dtype, shape, share", [
-    ((16, 16), np.float32, (96, 150, 40), 1 / 2),
-    ((16, 16), np.float64, (130, 90, 70), 1 / 2),
-    ((16, 16), np.float32, (200, 64, 64), 1 / 2),
-    ((16, 16), np.float32, (200, 64, 64), 1 / 3),
-    ((16, 16), np.float64, (64, 3000, 40), 1 / 6),
-    ((16, 16), np.float32, (300, 900, 1000), 1 / 40),
-    ((128, 128), np.float32, (1000, 200, 500), 1 / 10),
-    ((128, 128), np.float32, (300, 900, 1000), 1 / 20),
-    ((64, 64), np.float64, (64, 3000, 40), 1 / 2),
-    ((64, 64), np.float64, (500, 400, 3000), 1 / 50),
-])
+@pytest.mark.parametrize(
+    "tile, dtype, shape, share",
+    [
+        ((16, 16), np.float32, (96, 150, 40), 1 / 2),
+        ((16, 16), np.float64, (130, 90, 70), 1 / 2),
+        ((16, 16), np.float32, (200, 64, 64), 1 / 2),
+        ((16, 16), np.float32, (200, 64, 64), 1 / 3),
+        ((16, 16), np.float64, (64, 3000, 40), 1 / 6),
+        ((16, 16), np.float32, (300, 900, 1000), 1 / 40),
+        ((128, 128), np.float32, (1000, 200, 500), 1 / 10),
+        ((128, 128), np.float32, (300, 900, 1000), 1 / 20),
+        ((64, 64), np.float64, (64, 3000, 40), 1 / 2),
+        ((64, 64), np.float64, (500, 400, 3000), 1 / 50),
+    ],
+)
 def test_the_schedule_allocates_what_its_model_counts(monkeypatch, dtype, shape, share, tile):
     """``streamed.run``'s device arrays alive at once are ``device_bytes`` of its panels, at
     most ``memory_limit``, for panels cut in rows, columns and k (the kernels' tile sizes;
@@ -373,14 +378,17 @@ def test_the_schedule_allocates_what_its_model_counts(monkeypatch, dtype, shape,
     assert live.peak == schedule.device_bytes(m, n, k, (size,) * 3, panels) <= limit
 
 
-@pytest.mark.parametrize("name, dtype, shape, share", [
-    ("shared", np.float32, (64, 40, 10), 0.6),
-    ("bank_free", np.float64, (36, 30, 40), 1 / 3),
-    ("register", np.float32, (128, 20, 16), 0.8),
-    ("register", np.float32, (256, 4, 64), 1 / 2),
-    ("register", np.float64, (64, 150, 12), 3 / 4),
-    ("naive", np.float64, (30, 20, 120), 1 / 5),
-])
+@pytest.mark.parametrize(
+    "name, dtype, shape, share",
+    [
+        ("shared", np.float32, (64, 40, 10), 0.6),
+        ("bank_free", np.float64, (36, 30, 40), 1 / 3),
+        ("register", np.float32, (128, 20, 16), 0.8),
+        ("register", np.float32, (256, 4, 64), 1 / 2),
+        ("register", np.float64, (64, 150, 12), 3 / 4),
+        ("naive", np.float64, (30, 20, 120), 1 / 5),
+    ],
+)
 def test_live_device_bytes_stay_within_the_memory_limit(monkeypatch, name, dtype, shape, share):
     """A streamed product, through ``matmul``, keeps the device arrays alive at once within
     ``memory_limit`` (counted as they are made and collected) and has the bits of the
@@ -431,8 +439,14 @@ def test_every_kernel_compiles_for_a_gpu():
     multiply-adds (register: one per element of a thread's block and k) and uses no local
     memory: its arrays are in registers, nothing spills."""
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    run = subprocess.run([sys.executable, "-m", "smallgemm.cuda", "ptx"], env=env, capture_output=True, check=False,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "smallgemm.cuda", "ptx"],
+        env=env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
     expected_lines = sum(len(ptx.layouts(name)) for name in KERNELS) * len(DTYPES)

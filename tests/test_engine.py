@@ -51,8 +51,13 @@ def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, limits):
     limits(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
     for entry in (gemm_entry, unpacked_entry):
-        ran = {(sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float))) for sig in entry.signatures}
-        assert (kernel.shape, dtype.name) in ran, f"kernel {kernel.name} never ran {entry.__name__} with {dtype}"
+        ran = {
+            (sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float)))
+            for sig in entry.signatures
+        }
+        assert (kernel.shape, dtype.name) in ran, (
+            f"kernel {kernel.name} never ran {entry.__name__} with {dtype}"
+        )
 
 
 def test_default_block_sizes_large_k(kernel, dtype):
@@ -118,7 +123,9 @@ def test_strided_output_and_nothing_written_outside(kernel, dtype, tiny_blocks):
             np.testing.assert_array_equal(canvas[outside], before[outside])
 
 
-@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (2.5, 0.0), (1.0, 1.0), (-0.75, 0.5), (0.0, 2.0), (0.0, 0.0)])
+@pytest.mark.parametrize(
+    "alpha,beta", [(1.0, 0.0), (2.5, 0.0), (1.0, 1.0), (-0.75, 0.5), (0.0, 2.0), (0.0, 0.0)]
+)
 def test_alpha_beta(kernel, dtype, tiny_blocks, alpha, beta):
     rng = np.random.default_rng(6)
     m, n, k = kernel.mr() + 5, kernel.nr(dtype) + 7, 17
@@ -214,7 +221,13 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     assert_close(c, 1.0, a, b)
     assert prep.unpacked.func is entries.UNPACKED.get(kernel, dtype)  # the native entry, in the slot
     assert [isinstance(getattr(prep, name), prepared._FirstUse) for name in names] == [
-        True, False, True, True, True, True, True
+        True,
+        False,
+        True,
+        True,
+        True,
+        True,
+        True,
     ]
 
 
@@ -237,13 +250,18 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     offsets = [np.arange(2, dtype=np.int64) * 256] * 3
     stack_bound = prep.small_stack.bound
     for ready in ("batched", "unpacked"):
-        waited = {name: entries.Entry(entry.dispatcher, **entry.roles)
-                  for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))}
-        stack = prepared._FirstSmall(prep, "small_stack", entries.SMALL_STACK, stack_bound,
-                                 tuple(waited.values()), SMALL_REFUSED)
+        waited = {
+            name: entries.Entry(entry.dispatcher, **entry.roles)
+            for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))
+        }
+        stack = prepared._FirstSmall(
+            prep, "small_stack", entries.SMALL_STACK, stack_bound, tuple(waited.values()), SMALL_REFUSED
+        )
         prep.small_stack = stack
         assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_REFUSED and np.isnan(c3).all()
         waited[ready].get(kernel, dtype)
-        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_DONE and prep.small_stack is not stack, ready
+        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_DONE and prep.small_stack is not stack, (
+            ready
+        )
         np.testing.assert_array_equal(c3, np.full((2, 16, 16), 16, dtype))
         c3[...] = np.nan

@@ -29,8 +29,11 @@ def _products(rng, dtype, depth):
         ("narrow", random_matrix(rng, (301, k), dtype), random_matrix(rng, (k, 3), dtype)),
         ("x.T @ g", random_matrix(rng, (k, 200), dtype).T, random_matrix(rng, (k, 9), dtype)),
         ("blocked", random_matrix(rng, (230, k), dtype), random_matrix(rng, (k, 190), dtype)),
-        ("column-major", np.asfortranarray(random_matrix(rng, (150, k), dtype)),
-         np.asfortranarray(random_matrix(rng, (k, 170), dtype))),
+        (
+            "column-major",
+            np.asfortranarray(random_matrix(rng, (150, k), dtype)),
+            np.asfortranarray(random_matrix(rng, (k, 170), dtype)),
+        ),
         ("strided", random_matrix(rng, (90, 2 * k), dtype)[:, ::-2], random_matrix(rng, (k, 110), dtype)),
     ]
 
@@ -45,7 +48,9 @@ def test_every_strategy_equals_the_chain_reference(kernel, dtype, kc):
     threads, under a pinned KC of 64 and under the kernel's own: bitwise the chain."""
     rng = np.random.default_rng(7)
     if kc is not None:
-        rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=kc))
+        rules.set_block_sizes(
+            kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=kc)
+        )
     try:
         depth = 3 * 64 + 17 if kc else rules.block_sizes(kernel, dtype).kc + 37
         for name, a, b in _products(rng, dtype, depth):
@@ -55,7 +60,9 @@ def test_every_strategy_equals_the_chain_reference(kernel, dtype, kc):
             for threads in (1, 3):
                 with smallgemm.num_threads(threads):
                     _check(smallgemm.matmul(a, b), expected, f"{name}, {threads} threads")
-                    _check(smallgemm.gemm(0.75, a, b, beta=-1.5, c=c0), scaled, f"{name} gemm, {threads} threads")
+                    _check(
+                        smallgemm.gemm(0.75, a, b, beta=-1.5, c=c0), scaled, f"{name} gemm, {threads} threads"
+                    )
                     stacked = smallgemm.matmul(np.stack([a, a[::-1]]), np.stack([b, b]))
                     _check(stacked[0], expected, f"{name} in a stack, {threads} threads")
     finally:
@@ -75,7 +82,9 @@ def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
 
 def test_prepacked_products_equal_the_chain_reference(kernel, dtype):
     rng = np.random.default_rng(8)
-    rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=64))
+    rules.set_block_sizes(
+        kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=64)
+    )
     try:
         b = random_matrix(rng, (201, 150), dtype)
         packed = smallgemm.pack(b)
@@ -83,7 +92,11 @@ def test_prepacked_products_equal_the_chain_reference(kernel, dtype):
             a = random_matrix(rng, (m, 201), dtype)
             c0 = random_matrix(rng, (m, 150), dtype)
             _check(smallgemm.matmul(a, packed), chain_reference(1.0, a, b), f"{m} rows")
-            _check(smallgemm.gemm(2.0, a, packed, beta=0.5, c=c0), chain_reference(2.0, a, b, 0.5, c0), f"{m} rows")
+            _check(
+                smallgemm.gemm(2.0, a, packed, beta=0.5, c=c0),
+                chain_reference(2.0, a, b, 0.5, c0),
+                f"{m} rows",
+            )
     finally:
         rules.set_block_sizes(kernel, dtype, None)
 
@@ -118,12 +131,16 @@ def test_gemm_with_alpha_and_beta_one_continues_the_chain(kernel, dtype, chunks)
         c = np.zeros((m, n), dtype)
         start = 0
         for size in chunks:
-            out = smallgemm.gemm(1.0, a[:, start:start + size], b[start:start + size], beta=1.0, c=c, overwrite_c=True)
+            out = smallgemm.gemm(
+                1.0, a[:, start : start + size], b[start : start + size], beta=1.0, c=c, overwrite_c=True
+            )
             assert out is c
             start += size
         _check(c, chain_reference(1.0, a, b), f"{m}x{n} in chunks {chunks}")
         c0 = random_matrix(rng, (m, n), dtype)
-        _check(smallgemm.gemm(1.0, a, b, beta=1.0, c=c0), chain_reference(1.0, a, b, 1.0, c0), f"{m}x{n} from c")
+        _check(
+            smallgemm.gemm(1.0, a, b, beta=1.0, c=c0), chain_reference(1.0, a, b, 1.0, c0), f"{m}x{n} from c"
+        )
 
 
 def test_the_exact_switch(dtype):

@@ -24,7 +24,9 @@ def children_after_threads(layer: str | None, methods: tuple[str, ...]) -> dict:
     env.pop("NUMBA_THREADING_LAYER", None)
     if layer is not None:
         env["NUMBA_THREADING_LAYER"] = layer
-    done = subprocess.run([sys.executable, SCRIPT, *methods], capture_output=True, text=True, env=env, timeout=420)
+    done = subprocess.run(
+        [sys.executable, SCRIPT, *methods], check=False, capture_output=True, text=True, env=env, timeout=420
+    )
     assert done.returncode == 0, done.stderr
     assert "Terminating" not in done.stderr, done.stderr
     return json.loads(done.stdout)
@@ -57,7 +59,9 @@ LAYERS = [
 ]
 
 
-@pytest.mark.parametrize("layer, methods, forked_threads, other_threads", LAYERS, ids=["default", "omp", "workqueue"])
+@pytest.mark.parametrize(
+    "layer, methods, forked_threads, other_threads", LAYERS, ids=["default", "omp", "workqueue"]
+)
 def test_children_after_threads_compute_the_parents_bits(layer, methods, forked_threads, other_threads):
     out = children_after_threads(layer, methods)
     assert out["layer"] == (layer or "tbb")
@@ -77,15 +81,21 @@ def test_info_names_the_layer_in_use():
         "print(smallgemm.info()['threads']['threading_layer'])\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "tbb"
 
 
 @pytest.mark.parametrize("chosen", ["omp", "workqueue"])
 def test_a_layer_the_user_names_is_kept(chosen):
-    code = "import smallgemm; from smallgemm.machine import threading_layer; print(threading_layer.load_tbb())"
+    code = (
+        "import smallgemm; from smallgemm.machine import threading_layer; print(threading_layer.load_tbb())"
+    )
     env = {**os.environ, "NUMBA_THREADING_LAYER": chosen}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "None"

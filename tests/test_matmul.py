@@ -68,8 +68,9 @@ def test_mixed_precision_gives_float64_without_loss(da, db):
     assert_close(got, 1.0, a, b, dtype=np.float64)
 
 
-@pytest.mark.parametrize("dt", [np.int32, np.int64, np.bool_, np.complex64, np.complex128, np.float16,
-                                np.longdouble, object])
+@pytest.mark.parametrize(
+    "dt", [np.int32, np.int64, np.bool_, np.complex64, np.complex128, np.float16, np.longdouble, object]
+)
 def test_other_dtypes_are_handed_to_numpy(dt):
     a = (np.arange(12).reshape(3, 4) % 3).astype(dt)
     b = (np.arange(8).reshape(4, 2) % 2).astype(dt)
@@ -209,7 +210,9 @@ def test_two_dimensional_products_on_each_side_of_the_unpacked_limit(kernel, dty
         np.testing.assert_array_equal(smallgemm.matmul(a, b, out=out), got)
         np.testing.assert_array_equal(smallgemm.gemm(1.0, a, b), got)
         for limit in (0, m * n * k):  # blocked, then unpacked
-            with configured(unpacked_max_volume=BySize(limit, limit), one_thread_unpacked_volume=BySize(limit, limit)):
+            with configured(
+                unpacked_max_volume=BySize(limit, limit), one_thread_unpacked_volume=BySize(limit, limit)
+            ):
                 np.testing.assert_array_equal(smallgemm.matmul(a, b), got, err_msg=f"limit {limit}")
 
 
@@ -224,13 +227,31 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     records["x"] = rng.standard_normal((6, 5))
     cases = [
         ("16x16", random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype), SMALL_DONE),
-        ("one row, B transposed", random_matrix(rng, (1, 9), dtype), random_matrix(rng, (7, 9), dtype).T, SMALL_DONE),
+        (
+            "one row, B transposed",
+            random_matrix(rng, (1, 9), dtype),
+            random_matrix(rng, (7, 9), dtype).T,
+            SMALL_DONE,
+        ),
         ("one column", random_matrix(rng, (9, 7), dtype), random_matrix(rng, (7, 1), dtype), SMALL_DONE),
-        ("B transposed", random_matrix(rng, (5, 9), dtype), random_matrix(rng, (7, 9), dtype).T, SMALL_PLANNED),
-        ("past the limit", random_matrix(rng, (side + 1, side), dtype), random_matrix(rng, (side, side), dtype),
-         SMALL_PLANNED),
-        ("narrow, many rows", random_matrix(rng, (narrow_rows, 40), dtype), random_matrix(rng, (40, 2), dtype),
-         SMALL_PLANNED if 2 * 2 <= kernel.narrow.cols(dtype.itemsize) else SMALL_DONE),
+        (
+            "B transposed",
+            random_matrix(rng, (5, 9), dtype),
+            random_matrix(rng, (7, 9), dtype).T,
+            SMALL_PLANNED,
+        ),
+        (
+            "past the limit",
+            random_matrix(rng, (side + 1, side), dtype),
+            random_matrix(rng, (side, side), dtype),
+            SMALL_PLANNED,
+        ),
+        (
+            "narrow, many rows",
+            random_matrix(rng, (narrow_rows, 40), dtype),
+            random_matrix(rng, (40, 2), dtype),
+            SMALL_PLANNED if kernel.narrow.cols(dtype.itemsize) >= 2 * 2 else SMALL_DONE,
+        ),
         ("k = 0", np.ones((3, 0), dtype), np.ones((0, 4), dtype), SMALL_PLANNED),
         ("part-element strides", records["x"], random_matrix(rng, (5, 3), dtype), SMALL_REFUSED),
         ("mismatched", random_matrix(rng, (3, 4), dtype), random_matrix(rng, (5, 6), dtype), SMALL_REFUSED),
@@ -255,10 +276,14 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
         np.testing.assert_array_equal(smallgemm.matmul(a, b, out=np.empty_like(got)), got, err_msg=name)
     a, b = random_matrix(rng, (16, 16), dtype), random_matrix(rng, (16, 16), dtype)
     c = np.empty((16, 16), dtype)
-    with configured(unpacked_max_volume=BySize(0, 0)):  # the limit a prepared state binds, changed after a call
+    with configured(
+        unpacked_max_volume=BySize(0, 0)
+    ):  # the limit a prepared state binds, changed after a call
         assert runners.run_small(a, b, c, dtype) == SMALL_PLANNED
     assert runners.run_small(a, b, c, dtype) == SMALL_DONE
-    _check_outs(lambda left, right, out: runners.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b))
+    _check_outs(
+        lambda left, right, out: runners.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b)
+    )
 
 
 def _check_outs(small_way, a, b, expected):
@@ -281,14 +306,14 @@ def _outs(a, b, shape, dtype):
     """(name, out, route of the small ways in) for products of a and b into ``shape``:
     outs written in place whatever their layout, and those left to the general path (an
     out that is A or B is a copy of it, given as that operand too)."""
-    spread = np.full(shape[:-1] + (2 * shape[-1],), np.nan, dtype)[..., ::2]
+    spread = np.full((*shape[:-1], 2 * shape[-1]), np.nan, dtype)[..., ::2]
     order_f = np.asfortranarray(np.full(shape, np.nan, dtype))
     return [
         ("out in F order", order_f, SMALL_DONE),
         ("out every other column", spread, SMALL_DONE),
         ("out is A", a.copy(), SMALL_REFUSED),
         ("out is B", b.copy(), SMALL_REFUSED),
-        ("out of another shape", np.full(shape[:-1] + (shape[-1] + 1,), np.nan, dtype), SMALL_REFUSED),
+        ("out of another shape", np.full((*shape[:-1], shape[-1] + 1), np.nan, dtype), SMALL_REFUSED),
     ]
 
 
@@ -298,7 +323,10 @@ def _run_batch_bits(a, b):
     count, m, _ = a.shape
     n, size = b.shape[2], a.itemsize
     c = np.empty((count, m, n), a.dtype)
-    offsets = [np.arange(count, dtype=np.int64) * step for step in (a.strides[0] // size, b.strides[0] // size, m * n)]
+    offsets = [
+        np.arange(count, dtype=np.int64) * step
+        for step in (a.strides[0] // size, b.strides[0] // size, m * n)
+    ]
     strategies.run_batch(a[0], b[0], c[0], *offsets)
     return c
 
@@ -324,21 +352,33 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         ("one column", 3, 20, 30, 1, "C", 1, SMALL_DONE),
         ("B transposed", 3, 7, 33, 9, "transposed", 1, SMALL_PLANNED),
         ("past the limit", 2, side + 1, side, side, "C", 1, SMALL_PLANNED),
-        ("narrow, many rows", 2, narrow_rows, 40, 2, "C", 1,
-         SMALL_PLANNED if 2 * 2 <= kernel.narrow.cols(dtype.itemsize) else SMALL_DONE),
+        (
+            "narrow, many rows",
+            2,
+            narrow_rows,
+            40,
+            2,
+            "C",
+            1,
+            SMALL_PLANNED if kernel.narrow.cols(dtype.itemsize) >= 2 * 2 else SMALL_DONE,
+        ),
         ("worth the threads", parallel_count, 16, 16, 16, "C", 2, SMALL_PLANNED),
         ("the same on one thread", parallel_count, 16, 16, 16, "C", 1, SMALL_DONE),
     ]
     batches = []
-    monkeypatch.setattr(strategies, "run_batch", lambda *args, _run=strategies.run_batch: (batches.append(args), _run(*args)))
+    monkeypatch.setattr(
+        strategies, "run_batch", lambda *args, _run=strategies.run_batch: (batches.append(args), _run(*args))
+    )
     for name, count, m, k, n, b_layout, threads, route in cases:
         a = _stack(rng, (count, m, k), dtype, layout)
         b = _stack(rng, (count, k, n), dtype, b_layout)
         a0, b0 = a.copy(), b.copy()
         expected = _run_batch_bits(a, b)  # the stack entry is in use from here on
         size = dtype.itemsize
-        offsets = [np.arange(count, dtype=np.int64) * step for step in (a.strides[0] // size, b.strides[0] // size,
-                                                                        m * n)]
+        offsets = [
+            np.arange(count, dtype=np.int64) * step
+            for step in (a.strides[0] // size, b.strides[0] // size, m * n)
+        ]
         for offset in offsets:
             offset.flags.writeable = False
         c = np.full((count, m, n), np.nan, dtype)
@@ -353,20 +393,26 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
             assert np.isnan(c).all(), f"{name}: written, though left to run_batch"
         np.testing.assert_array_equal(got, expected, err_msg=name)
         for t in (0, count - 1):
-            np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), np.array(b[t])), err_msg=name)
+            np.testing.assert_array_equal(
+                got[t], smallgemm.matmul(np.array(a[t]), np.array(b[t])), err_msg=name
+            )
         assert_close(got, 1.0, a, b)
         np.testing.assert_array_equal(a, a0)
         np.testing.assert_array_equal(b, b0)
     a, b = _stack(rng, (4, 16, 16), dtype, layout), _stack(rng, (4, 16, 16), dtype, "C")
     offsets = [np.arange(4, dtype=np.int64) * step for step in (a.strides[0] // dtype.itemsize, 256, 256)]
-    with configured(unpacked_max_volume=BySize(0, 0)):  # the limit a prepared state binds, changed after a call
+    with configured(
+        unpacked_max_volume=BySize(0, 0)
+    ):  # the limit a prepared state binds, changed after a call
         assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
     assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
     a = np.ascontiguousarray(a)
 
     def small_stack(left, right, out):
         steps = (256, 256, out.strides[0] // dtype.itemsize)
-        return runners.run_small_stack(left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype)
+        return runners.run_small_stack(
+            left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype
+        )
 
     _check_outs(small_stack, a, b, _run_batch_bits(a, b))
 
@@ -428,11 +474,14 @@ def test_a_stack_times_one_matrix(kernel, dtype, layout):
     assert_close(got, 1.0, a, b)
 
 
-@pytest.mark.parametrize("a_shape, b_shape, out_shape", [
-    ((0, 1, 1), (0, 1, 1), (1, 1, 1)),  # NumPy's TestMatmul.test_empty_out
-    ((2, 3), (3, 4), (2, 5)),
-    ((2, 3), (3, 4), (5, 4)),
-])
+@pytest.mark.parametrize(
+    "a_shape, b_shape, out_shape",
+    [
+        ((0, 1, 1), (0, 1, 1), (1, 1, 1)),  # NumPy's TestMatmul.test_empty_out
+        ((2, 3), (3, 4), (2, 5)),
+        ((2, 3), (3, 4), (5, 4)),
+    ],
+)
 def test_an_out_of_the_wrong_shape_is_refused_in_numpys_words(a_shape, b_shape, out_shape):
     a, b, out = np.ones(a_shape), np.ones(b_shape), np.ones(out_shape)
     with pytest.raises(ValueError) as numpy_error:

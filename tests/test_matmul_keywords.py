@@ -60,23 +60,65 @@ OPERANDS = {
 
 KEYWORDS = [
     {},
-    {"dtype": None}, {"dtype": np.float32}, {"dtype": np.float64}, {"dtype": float}, {"dtype": "f4"},
-    {"dtype": "float64"}, {"dtype": "d"}, {"dtype": np.dtype(np.float32)}, {"dtype": np.dtypes.Float64DType},
-    {"dtype": np.int32}, {"dtype": np.float16}, {"dtype": np.complex64}, {"dtype": ">f8"}, {"dtype": "<f4"},
-    {"dtype": "nonsense"}, {"dtype": np.int64, "casting": "unsafe"},
-    {"casting": "no"}, {"casting": "equiv"}, {"casting": "safe"}, {"casting": "same_kind"}, {"casting": "unsafe"},
-    {"casting": "bogus"}, {"casting": None},
-    {"dtype": np.float32, "casting": "no"}, {"dtype": np.float32, "casting": "safe"},
-    {"dtype": np.float64, "casting": "safe"}, {"dtype": np.float64, "casting": "equiv"},
-    {"order": "K"}, {"order": "A"}, {"order": "C"}, {"order": "F"}, {"order": "a"}, {"order": "f"},
-    {"order": None}, {"order": "X"}, {"order": "Fortran"}, {"order": b"F"}, {"order": 1},
-    {"order": "F", "dtype": np.float32}, {"order": "A", "casting": "unsafe"},
-    {"subok": True}, {"subok": False}, {"subok": None}, {"subok": np.True_},
-    {"signature": "dd->d"}, {"signature": (None, None, np.float32)}, {"signature": None}, {"sig": "ff->f"},
+    {"dtype": None},
+    {"dtype": np.float32},
+    {"dtype": np.float64},
+    {"dtype": float},
+    {"dtype": "f4"},
+    {"dtype": "float64"},
+    {"dtype": "d"},
+    {"dtype": np.dtype(np.float32)},
+    {"dtype": np.dtypes.Float64DType},
+    {"dtype": np.int32},
+    {"dtype": np.float16},
+    {"dtype": np.complex64},
+    {"dtype": ">f8"},
+    {"dtype": "<f4"},
+    {"dtype": "nonsense"},
+    {"dtype": np.int64, "casting": "unsafe"},
+    {"casting": "no"},
+    {"casting": "equiv"},
+    {"casting": "safe"},
+    {"casting": "same_kind"},
+    {"casting": "unsafe"},
+    {"casting": "bogus"},
+    {"casting": None},
+    {"dtype": np.float32, "casting": "no"},
+    {"dtype": np.float32, "casting": "safe"},
+    {"dtype": np.float64, "casting": "safe"},
+    {"dtype": np.float64, "casting": "equiv"},
+    {"order": "K"},
+    {"order": "A"},
+    {"order": "C"},
+    {"order": "F"},
+    {"order": "a"},
+    {"order": "f"},
+    {"order": None},
+    {"order": "X"},
+    {"order": "Fortran"},
+    {"order": b"F"},
+    {"order": 1},
+    {"order": "F", "dtype": np.float32},
+    {"order": "A", "casting": "unsafe"},
+    {"subok": True},
+    {"subok": False},
+    {"subok": None},
+    {"subok": np.True_},
+    {"signature": "dd->d"},
+    {"signature": (None, None, np.float32)},
+    {"signature": None},
+    {"sig": "ff->f"},
     {"signature": "ff->f", "dtype": np.float32},
-    {"axes": [(-2, -1), (-2, -1), (-2, -1)]}, {"axes": [(0, 1), (1, 0), (0, 1)]}, {"axes": None},
-    {"axis": 0}, {"axis": 0, "axes": [(0, 1), (0, 1), (0, 1)]}, {"keepdims": False}, {"keepdims": True},
-    {"where": True}, {"extobj": None}, {"unknown": 1, "dtype": np.float32},
+    {"axes": [(-2, -1), (-2, -1), (-2, -1)]},
+    {"axes": [(0, 1), (1, 0), (0, 1)]},
+    {"axes": None},
+    {"axis": 0},
+    {"axis": 0, "axes": [(0, 1), (0, 1), (0, 1)]},
+    {"keepdims": False},
+    {"keepdims": True},
+    {"where": True},
+    {"extobj": None},
+    {"unknown": 1, "dtype": np.float32},
 ]
 
 
@@ -103,10 +145,22 @@ def test_out_under_each_casting_rule(casting, out_dtype, dtype):
         assert into_out(smallgemm.matmul) == into_out(np.matmul)
 
 
-@pytest.mark.parametrize("out", [
-    ..., (None,), None, (np.zeros((5, 4)),), [np.zeros((5, 4))], (np.zeros((5, 4)), np.zeros((5, 4))), 3,
-    np.zeros((5, 4))[::2], np.zeros((5, 4), np.float32).T, np.zeros((4, 5)).T,
-], ids=repr)
+@pytest.mark.parametrize(
+    "out",
+    [
+        ...,
+        (None,),
+        None,
+        (np.zeros((5, 4)),),
+        [np.zeros((5, 4))],
+        (np.zeros((5, 4)), np.zeros((5, 4))),
+        3,
+        np.zeros((5, 4))[::2],
+        np.zeros((5, 4), np.float32).T,
+        np.zeros((4, 5)).T,
+    ],
+    ids=repr,
+)
 def test_out_forms_as_numpy(out):
     assert_as_numpy(integers((5, 3), np.float64), integers((3, 4), np.float64, seed=1), out=out)
 
@@ -133,7 +187,7 @@ def test_keywords_modify_no_input():
 
 def test_a_packed_operand_takes_no_keywords():
     b = smallgemm.pack(np.ones((3, 4), np.float32))
-    with pytest.raises(TypeError, match="PackedMatrix operand takes no keywords but out.*dtype"):
+    with pytest.raises(TypeError, match=r"PackedMatrix operand takes no keywords but out.*dtype"):
         smallgemm.matmul(np.ones((2, 3), np.float32), b, dtype=np.float32)
 
 
@@ -144,13 +198,25 @@ class Traced(np.ndarray):
     log: ClassVar[list] = []
 
     def __array_finalize__(self, obj):
-        self.log.append(("finalize", type(self).__name__, self.shape, type(obj).__name__, getattr(obj, "info", None)))
+        self.log.append(
+            ("finalize", type(self).__name__, self.shape, type(obj).__name__, getattr(obj, "info", None))
+        )
         self.info = getattr(obj, "info", None)
 
     def __array_wrap__(self, array, context=None, return_scalar=False):
         ufunc, args, index = context if context is not None else (None, (), None)
-        self.log.append(("wrap", self.info, type(array).__name__, array.shape, ufunc,
-                         [type(x).__name__ for x in args], index, return_scalar))
+        self.log.append(
+            (
+                "wrap",
+                self.info,
+                type(array).__name__,
+                array.shape,
+                ufunc,
+                [type(x).__name__ for x in args],
+                index,
+                return_scalar,
+            )
+        )
         return super().__array_wrap__(array, context, return_scalar)
 
 
@@ -172,22 +238,39 @@ def traced(cls, data, info):
 
 
 SUBCLASS_CALLS = {
-    "both": lambda: ((traced(Traced, integers((5, 3), np.float64), "a"), traced(Traced, integers((3, 4), np.float32), "b")), {}),
+    "both": lambda: (
+        (
+            traced(Traced, integers((5, 3), np.float64), "a"),
+            traced(Traced, integers((3, 4), np.float32), "b"),
+        ),
+        {},
+    ),
     "second": lambda: ((integers((5, 3), np.float64), traced(Traced, integers((3, 4), np.float64), "b")), {}),
     "list first": lambda: (([[1.0, 2.0]], traced(Traced, np.ones((2, 3)), "b")), {}),
     "priority": lambda: ((traced(Traced, np.ones((5, 3)), "a"), traced(Preferred, np.ones((3, 4)), "p")), {}),
     "vectors": lambda: ((traced(Traced, np.arange(3.0), "v"), np.arange(3.0)), {}),
     "vectors, out=...": lambda: ((traced(Traced, np.arange(3.0), "v"), np.arange(3.0)), {"out": ...}),
     "subok=False": lambda: ((traced(Traced, np.ones((5, 3)), "a"), np.ones((3, 4))), {"subok": False}),
-    "order=F, dtype": lambda: ((traced(Traced, np.ones((5, 3)), "a"), np.ones((3, 4))), {"order": "F", "dtype": "f4"}),
+    "order=F, dtype": lambda: (
+        (traced(Traced, np.ones((5, 3)), "a"), np.ones((3, 4))),
+        {"order": "F", "dtype": "f4"},
+    ),
     "out": lambda: ((np.ones((5, 3)), np.ones((3, 4))), {"out": traced(Traced, np.zeros((5, 4)), "o")}),
-    "out, subok=False": lambda: ((traced(Preferred, np.ones((5, 3)), "a"), np.ones((3, 4))),
-                                 {"out": (traced(Traced, np.zeros((5, 4)), "o"),), "subok": False}),
+    "out, subok=False": lambda: (
+        (traced(Preferred, np.ones((5, 3)), "a"), np.ones((3, 4))),
+        {"out": (traced(Traced, np.zeros((5, 4)), "o"),), "subok": False},
+    ),
     "old-style wrap": lambda: ((np.ones((5, 3)).view(OldStyleWrap), np.ones((3, 4))), {}),
-    "matrix": lambda: ((np.matrix(integers((5, 3), np.float64)), np.matrix(integers((3, 4), np.float64))), {}),
+    "matrix": lambda: (
+        (np.matrix(integers((5, 3), np.float64)), np.matrix(integers((3, 4), np.float64))),
+        {},
+    ),
     "matrix @ vector": lambda: ((np.matrix(integers((5, 3), np.float64)), np.arange(3.0)), {}),
     "vector @ matrix": lambda: ((np.arange(5.0), np.matrix(integers((5, 3), np.float64))), {}),
-    "matrix, subok=False": lambda: ((np.matrix(np.ones((5, 3))), np.matrix(np.ones((3, 4)))), {"subok": False}),
+    "matrix, subok=False": lambda: (
+        (np.matrix(np.ones((5, 3))), np.matrix(np.ones((3, 4)))),
+        {"subok": False},
+    ),
     "matrix and traced": lambda: ((np.matrix(np.ones((5, 3))), traced(Traced, np.ones((3, 4)), "b")), {}),
 }
 
@@ -218,19 +301,27 @@ def test_np_matrix_in_np_matrix_out():
 
 def test_the_old_style_wrap_warns_as_numpy_does():
     a, b = np.ones((2, 3)).view(OldStyleWrap), np.ones((3, 2))
-    with pytest.warns(DeprecationWarning, match="__array_wrap__ must accept context and return_scalar") as told:
+    with pytest.warns(
+        DeprecationWarning, match="__array_wrap__ must accept context and return_scalar"
+    ) as told:
         got = smallgemm.matmul(a, b)
     assert type(got) is OldStyleWrap
     assert told[0].filename == __file__  # the caller's line, as NumPy's warning names it
 
 
 MASKED_CALLS = {
-    "both masked": lambda: (np.ma.array(integers((3, 3), np.float64), mask=np.eye(3)),
-                            np.ma.array(integers((3, 3), np.float64, seed=1), mask=np.tri(3))),
-    "masked @ ndarray": lambda: (np.ma.array(integers((2, 2), np.float32), mask=[[0, 1], [0, 0]]),
-                                 integers((2, 2), np.float32, seed=1)),
-    "shapes differ": lambda: (np.ma.array(integers((5, 3), np.float64), mask=integers((5, 3), bool)),
-                              integers((3, 4), np.float64, seed=1)),
+    "both masked": lambda: (
+        np.ma.array(integers((3, 3), np.float64), mask=np.eye(3)),
+        np.ma.array(integers((3, 3), np.float64, seed=1), mask=np.tri(3)),
+    ),
+    "masked @ ndarray": lambda: (
+        np.ma.array(integers((2, 2), np.float32), mask=[[0, 1], [0, 0]]),
+        integers((2, 2), np.float32, seed=1),
+    ),
+    "shapes differ": lambda: (
+        np.ma.array(integers((5, 3), np.float64), mask=integers((5, 3), bool)),
+        integers((3, 4), np.float64, seed=1),
+    ),
     "no mask": lambda: (np.ma.array(integers((5, 3), np.float32)), np.ma.array(integers((3, 4), np.float32))),
 }
 

@@ -20,7 +20,7 @@ def operand(draw, core_shape, batch_shape, dtype):
     step = draw(st.sampled_from([1, 1, 2, -1]))
     transposed = draw(st.booleans()) and len(core_shape) == 2
     core = core_shape[::-1] if transposed else core_shape
-    base_core = core[:-1] + (abs(step) * core[-1],) if core else core
+    base_core = (*core[:-1], abs(step) * core[-1]) if core else core
     x = rng.standard_normal(batch_shape + base_core).astype(dtype)
     x = x[..., ::step] if core else x
     if transposed:
@@ -60,7 +60,7 @@ def test_matches_numpy(problem):
     assert np.shape(got) == np.shape(want) and got.dtype == want.dtype and type(got) is type(want)
     a2 = a if a.ndim > 1 else a[None, :]
     b2 = b if b.ndim > 1 else b[:, None]
-    full = np.reshape(got, np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1]))
+    full = np.reshape(got, (*np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]), a2.shape[-2], b2.shape[-1]))
     assert_close(full, 1.0, a2, b2)
 
 

@@ -11,8 +11,22 @@ from smallgemm.simd import ACCUMULATE, OVERWRITE, SCALE, address
 @njit
 def _run(shape, kc, apanel, bpanel, c, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     microkernel(
-        shape, kc, address(apanel), 0, address(bpanel), 0,
-        address(c), 0, rs_c, cs_c, rows, cols, alpha, beta, mode, address(scratch),
+        shape,
+        kc,
+        address(apanel),
+        0,
+        address(bpanel),
+        0,
+        address(c),
+        0,
+        rs_c,
+        cs_c,
+        rows,
+        cols,
+        alpha,
+        beta,
+        mode,
+        address(scratch),
     )
 
 
@@ -87,7 +101,9 @@ def test_edge_tile_writes_exactly_its_part(kernel, dtype):
             for cols in range(1, nr + 1):
                 frame = np.full((mr + 2, nr + 2), np.nan, dtype)
                 frame[1 : rows + 1, 1 : cols + 1] = c0[:rows, :cols]
-                _run(kernel.shape, kc, ap, bp, frame[1:, 1:], nr + 2, 1, rows, cols, alpha, beta, mode, scratch)
+                _run(
+                    kernel.shape, kc, ap, bp, frame[1:, 1:], nr + 2, 1, rows, cols, alpha, beta, mode, scratch
+                )
                 where = f"mode {mode}, {rows}x{cols}"
                 np.testing.assert_array_equal(frame[1 : rows + 1, 1 : cols + 1], full[:rows, :cols], where)
                 outside = np.ones(frame.shape, bool)

@@ -66,8 +66,12 @@ def _operand(rng, rows, cols, layout, dtype):
 def _case(rng, m, n, k, layouts, dtype):
     """Operands (base, spec) for A (m, k), B (k, n), out and C (m, n) with the given layouts."""
     la, lb, lc = layouts
-    return (_operand(rng, m, k, la, dtype), _operand(rng, k, n, lb, dtype), _operand(rng, m, n, lc, dtype),
-            _operand(rng, m, n, lc, dtype))
+    return (
+        _operand(rng, m, k, la, dtype),
+        _operand(rng, k, n, lb, dtype),
+        _operand(rng, m, n, lc, dtype),
+        _operand(rng, m, n, lc, dtype),
+    )
 
 
 def _check(caller, case, alpha, beta, label, python_api=True):
@@ -91,8 +95,19 @@ def _check(caller, case, alpha, beta, label, python_api=True):
 def _edge_shapes(kernel, dtype):
     """m, n, k at 0, 1 and around the kernel's tile (MR, NR, and the 4-row short panel)."""
     mr, nr = kernel.mr(), kernel.nr(dtype)
-    return [(0, 5, 3), (4, 0, 3), (4, 5, 0), (1, 1, 1), (1, nr + 1, 7), (mr + 1, 1, 9), (mr - 1, nr - 1, 2),
-            (mr, nr, 16), (mr + 1, nr + 1, 17), (2 * mr + 4, 2 * nr + 3, 33), (5, 3 * nr - 1, 1)]
+    return [
+        (0, 5, 3),
+        (4, 0, 3),
+        (4, 5, 0),
+        (1, 1, 1),
+        (1, nr + 1, 7),
+        (mr + 1, 1, 9),
+        (mr - 1, nr - 1, 2),
+        (mr, nr, 16),
+        (mr + 1, nr + 1, 17),
+        (2 * mr + 4, 2 * nr + 3, 33),
+        (5, 3 * nr - 1, 1),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +124,13 @@ def test_every_layout_and_edge_shape_gives_the_python_apis_bits(callers, dtype):
     caller = callers[dtype]
     for i, layouts in enumerate(itertools.product(LAYOUTS, repeat=3)):
         alpha, beta = SCALARS[i % len(SCALARS)]
-        _check(caller, _case(rng, 13, 17, 19, layouts, dtype), alpha, beta, f"{layouts} alpha {alpha} beta {beta}")
+        _check(
+            caller,
+            _case(rng, 13, 17, 19, layouts, dtype),
+            alpha,
+            beta,
+            f"{layouts} alpha {alpha} beta {beta}",
+        )
     layouts = itertools.cycle(itertools.product(LAYOUTS, repeat=3))
     for m, n, k in _edge_shapes(dispatch.current(), dtype):
         for alpha, beta in SCALARS:
@@ -144,10 +165,14 @@ def test_block_sizes_in_force_are_frozen_into_a_new_caller():
     mr, nr = kernel.mr(), kernel.nr(dtype)
     with pinned_blocks(kernel):
         caller = _callers()
-        for (m, n, k), layouts in zip([(4 * mr + 3, 4 * nr + 5, 2 * 64 + 7), (5 * mr, 9, 64), (3, 9 * nr + 1, 65)],
-                                      [("C", "C", "C"), ("F", "strided", "negative"), ("negative", "F", "F")]):
+        for (m, n, k), layouts in zip(
+            [(4 * mr + 3, 4 * nr + 5, 2 * 64 + 7), (5 * mr, 9, 64), (3, 9 * nr + 1, 65)],
+            [("C", "C", "C"), ("F", "strided", "negative"), ("negative", "F", "F")],
+        ):
             for alpha, beta in SCALARS:
-                _check(caller, _case(rng, m, n, k, layouts, dtype), alpha, beta, f"{m}x{n}x{k}, {alpha}, {beta}")
+                _check(
+                    caller, _case(rng, m, n, k, layouts, dtype), alpha, beta, f"{m}x{n}x{k}, {alpha}, {beta}"
+                )
     _check(caller, _case(rng, 4 * mr + 3, 70, 200, ("C", "F", "C"), dtype), 2.5, -0.5, "after the with block")
 
 
@@ -162,8 +187,14 @@ def test_a_forced_kernel_is_frozen_when_the_caller_compiles(callers, name, dtype
     with forced_kernel(name) as kernel:
         forced = _callers()
         for m, n, k in _edge_shapes(kernel, dtype)[4:]:
-            _check(forced, _case(rng, m, n, k, ("strided", "F", "negative"), dtype), 2.5, -0.5,
-                   f"{name} {m}x{n}x{k}", python_api=False)
+            _check(
+                forced,
+                _case(rng, m, n, k, ("strided", "F", "negative"), dtype),
+                2.5,
+                -0.5,
+                f"{name} {m}x{n}x{k}",
+                python_api=False,
+            )
     case = _case(rng, 3 * kernel.mr() + 1, 2 * kernel.nr(dtype) + 3, 41, ("C", "negative", "F"), dtype)
     _check(forced, case, 1.0, 1.0, f"{name} after the with block")
     _check(callers[dtype], case, 1.0, 1.0, "detected kernel")
@@ -250,14 +281,23 @@ def test_shapes_that_do_not_match_raise_the_python_apis_value_error():
         product(rec["x"], np.ones((4, 4)), np.empty((4, 4)))
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.ones((2, 2), np.float32), np.ones((2, 2)), np.empty((2, 2))),
-     "smallgemm.njit.matmul: the arrays must have one dtype, got a float32, b float64, out float64"),
-    ((np.ones(2), np.ones((2, 2)), np.empty((1, 2))),
-     "smallgemm.njit.matmul: a must be a 2-D float32 or float64 array, got a 1-D float64 array"),
-    ((np.ones((2, 2), np.int64), np.ones((2, 2), np.int64), np.empty((2, 2), np.int64)),
-     "smallgemm.njit.matmul: a must be a 2-D float32 or float64 array, got a 2-D int64 array"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            (np.ones((2, 2), np.float32), np.ones((2, 2)), np.empty((2, 2))),
+            "smallgemm.njit.matmul: the arrays must have one dtype, got a float32, b float64, out float64",
+        ),
+        (
+            (np.ones(2), np.ones((2, 2)), np.empty((1, 2))),
+            "smallgemm.njit.matmul: a must be a 2-D float32 or float64 array, got a 1-D float64 array",
+        ),
+        (
+            (np.ones((2, 2), np.int64), np.ones((2, 2), np.int64), np.empty((2, 2), np.int64)),
+            "smallgemm.njit.matmul: a must be a 2-D float32 or float64 array, got a 2-D int64 array",
+        ),
+    ],
+)
 def test_wrong_types_fail_when_the_caller_compiles(args, message):
     @numba.njit
     def product(a, b, out):
@@ -273,9 +313,13 @@ def test_wrong_scalars_and_a_read_only_output_fail_when_the_caller_compiles():
         gemm(alpha, a, b, beta, c)
 
     a = np.ones((2, 2))
-    with pytest.raises(TypingError, match=re.escape("smallgemm.njit.gemm: alpha must be a real number, got bool")):
+    with pytest.raises(
+        TypingError, match=re.escape("smallgemm.njit.gemm: alpha must be a real number, got bool")
+    ):
         scaled(True, a, a, 0.0, np.empty((2, 2)))
-    with pytest.raises(TypingError, match=re.escape("smallgemm.njit.gemm: beta must be a real number, got complex128")):
+    with pytest.raises(
+        TypingError, match=re.escape("smallgemm.njit.gemm: beta must be a real number, got complex128")
+    ):
         scaled(1.0, a, a, 1j, np.empty((2, 2)))
     read_only = np.empty((2, 2))
     read_only.flags.writeable = False
@@ -285,11 +329,16 @@ def test_wrong_scalars_and_a_read_only_output_fail_when_the_caller_compiles():
 
 def test_importing_compiles_nothing():
     """``import smallgemm`` and ``import smallgemm.njit`` compile no function."""
-    code = ("import smallgemm, smallgemm.njit\n"
-            "from smallgemm.api import njit\n"
-            "from smallgemm.drivers import standalone\n"
-            "assert not njit._made\n"
-            "assert not (standalone.standalone_product.overloads or njit._entry.overloads)\n")
+    code = (
+        "import smallgemm, smallgemm.njit\n"
+        "from smallgemm.api import njit\n"
+        "from smallgemm.drivers import standalone\n"
+        "assert not njit._made\n"
+        "assert not (standalone.standalone_product.overloads or njit._entry.overloads)\n"
+    )
     root = pathlib.Path(smallgemm.__file__).parent.parent  # this checkout, not another installed copy
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
+    }
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120, env=env)

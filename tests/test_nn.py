@@ -146,11 +146,13 @@ def test_linear_passes_its_own_buffers_and_copies_nothing(monkeypatch):
 
     own = {"x": x, "g": g, "W": layer.weight.value, "grad_W": grad_w}
     assert len(calls) == 3  # x @ W, x.T @ g (accumulated), g @ W.T
-    for a, b, c, _ in calls:
+    for a, b, _, _ in calls:
         for operand in (a, b):
             assert any(operand is buf or np.shares_memory(operand, buf) for buf in own.values())
-    (_, _, _, fwd), (a, b, c, acc), (a2, b2, _, bwd) = calls
-    assert a is x and b is g and c is grad_w and acc == {"trans_a": True, "trans_b": False, "overwrite_c": True}
+    (_, _, _, _fwd), (a, b, c, acc), (a2, b2, _, bwd) = calls
+    assert (
+        a is x and b is g and c is grad_w and acc == {"trans_a": True, "trans_b": False, "overwrite_c": True}
+    )
     assert a2 is g and b2 is layer.weight.value and bwd["trans_b"] and not bwd["trans_a"]
     # The gradient was accumulated in place into the layer's buffer.
     assert layer.weight.grad is grad_w

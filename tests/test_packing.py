@@ -28,7 +28,9 @@ def _pack_b(shape, b, off, rs, cs, depth, live, buf):
 
 @njit
 def _pack_b_range(shape, b, off, rs, cs, depth, cols, first, end, buf, streaming):
-    pack_b_panels(shape, address(b), off, rs, cs, depth, cols, first, end, advance(address(buf), GUARD), streaming)
+    pack_b_panels(
+        shape, address(b), off, rs, cs, depth, cols, first, end, advance(address(buf), GUARD), streaming
+    )
 
 
 def expected_a(block, mr):
@@ -54,13 +56,13 @@ def operand(rng, shape, dtype, layout):
     rows, cols = shape
     base = rng.standard_normal((rows + 3, 2 * cols + 5)).astype(dtype)
     if layout == "row-major":
-        view = base[1:rows + 1, 2:cols + 2]
+        view = base[1 : rows + 1, 2 : cols + 2]
     elif layout == "column-major":
         view = np.asfortranarray(base[:rows, :cols])
     elif layout == "reversed":
-        view = base[rows:0:-1, cols + 1:1:-1]
+        view = base[rows:0:-1, cols + 1 : 1 : -1]
     else:  # every other column
-        view = base[1:rows + 1, 1:2 * cols + 1:2]
+        view = base[1 : rows + 1, 1 : 2 * cols + 1 : 2]
     size = view.itemsize
     whole = view.base if view.base is not None else view
     off = (view.__array_interface__["data"][0] - whole.__array_interface__["data"][0]) // size
@@ -78,8 +80,8 @@ def check_packing(rng, shape, dtype, layout, size, pack, expected):
     where = "x".join(map(str, shape))
     buf = np.full(size + 2 * GUARD, np.nan, dtype)
     pack(whole, off, rs, cs, buf)
-    np.testing.assert_array_equal(buf[GUARD:GUARD + size], expected(view), where)
-    assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size:]).all(), f"{where}: written outside"
+    np.testing.assert_array_equal(buf[GUARD : GUARD + size], expected(view), where)
+    assert np.isnan(buf[:GUARD]).all() and np.isnan(buf[GUARD + size :]).all(), f"{where}: written outside"
 
 
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
@@ -94,9 +96,14 @@ def test_pack_a_layout(kernel, dtype, layout):
     for rows in sorted({1, mr - 1, mr, mr + 1, 2 * mr + 1, (PACK_A_COLUMN_PANELS + 1) * mr + 1} - {0}):
         for depth in DEPTHS:
             check_packing(
-                rng, (rows, depth), dtype, layout, -(-rows // mr) * mr * depth,
+                rng,
+                (rows, depth),
+                dtype,
+                layout,
+                -(-rows // mr) * mr * depth,
                 lambda x, off, rs, cs, buf, rows=rows, depth=depth: _pack_a(
-                    kernel.shape, x, off, rs, cs, rows, depth, buf),
+                    kernel.shape, x, off, rs, cs, rows, depth, buf
+                ),
                 lambda view: expected_a(view, mr),
             )
 
@@ -111,9 +118,14 @@ def test_pack_b_layout(kernel, dtype, layout):
     for live in sorted({1, nr - 1, nr}):
         for depth in DEPTHS:
             check_packing(
-                rng, (depth, live), dtype, layout, depth * nr,
+                rng,
+                (depth, live),
+                dtype,
+                layout,
+                depth * nr,
                 lambda x, off, rs, cs, buf, depth=depth, live=live: _pack_b(
-                    kernel.shape, x, off, rs, cs, depth, live, buf),
+                    kernel.shape, x, off, rs, cs, depth, live, buf
+                ),
                 lambda view: expected_b(view, nr),
             )
 
@@ -134,7 +146,9 @@ def test_pack_b_panels_range(kernel, dtype, layout, streaming):
         ranges = {(0, panels), (1, panels), (0, panels - 1), (panels // 2, panels)}
         for depth in (1, 9, 17):
             view, whole, off, rs, cs = operand(rng, (depth, cols), dtype, layout)
-            slice_panels = np.concatenate([expected_b(view[:, q * nr:(q + 1) * nr], nr) for q in range(panels)])
+            slice_panels = np.concatenate(
+                [expected_b(view[:, q * nr : (q + 1) * nr], nr) for q in range(panels)]
+            )
             for first, end in sorted(r for r in ranges if r[0] < r[1]):
                 size = panels * nr * depth
                 buf = aligned_empty(size + 2 * GUARD, dtype)  # streamed stores need aligned vectors
@@ -142,5 +156,5 @@ def test_pack_b_panels_range(kernel, dtype, layout, streaming):
                 _pack_b_range(kernel.shape, whole, off, rs, cs, depth, cols, first, end, buf, streaming)
                 lo, hi = GUARD + first * nr * depth, GUARD + end * nr * depth
                 where = f"{depth}x{cols}, panels {first}-{end}"
-                np.testing.assert_array_equal(buf[lo:hi], slice_panels[lo - GUARD:hi - GUARD], where)
+                np.testing.assert_array_equal(buf[lo:hi], slice_panels[lo - GUARD : hi - GUARD], where)
                 assert np.isnan(buf[:lo]).all() and np.isnan(buf[hi:]).all(), where

@@ -22,7 +22,7 @@ def strided_matrix(draw, rows, cols, dtype):
         base = rng.standard_normal(base_shape[::-1]).astype(dtype).T
     else:
         base = rng.standard_normal(base_shape).astype(dtype)
-    view = base[:: step_r, :: step_c][:rows, :cols]
+    view = base[::step_r, ::step_c][:rows, :cols]
     assert view.shape == (rows, cols)
     return view
 

@@ -32,7 +32,9 @@ def _tile_choice(shape, narrow, few, resident, m, n, k, kc, probe):
 def chosen(kernel, dtype, m, n, k):
     """The tile the unpacked driver picks for an m x n x k product."""
     kc = rules.block_sizes(kernel, dtype).kc
-    return _tile_choice(kernel.shape, kernel.narrow, kernel.few, kernel.resident, m, n, k, kc, np.zeros(1, dtype))
+    return _tile_choice(
+        kernel.shape, kernel.narrow, kernel.few, kernel.resident, m, n, k, kc, np.zeros(1, dtype)
+    )
 
 
 def a_layouts(rng, m, k, dtype):
@@ -59,7 +61,7 @@ def test_resident_products_against_reference(kernel, dtype, m):
         for n in sorted({1, strip - 1, strip, strip + 1, 2 * strip + 3, width - 1, width}):
             assert chosen(kernel, dtype, m, n, k) == RESIDENT_TILE
             b = random_matrix(rng, (k, n), dtype)
-            for name, a in a_layouts(rng, m, k, dtype):
+            for _name, a in a_layouts(rng, m, k, dtype):
                 assert_close(smallgemm.matmul(a, b), 1.0, a, b)
                 for c in (
                     random_matrix(rng, (m, n), dtype),
@@ -93,7 +95,9 @@ def test_resident_products_match_the_blocked_path_bitwise(kernel, dtype):
     depth, width = resident_limits(kernel, dtype)
     rng = np.random.default_rng(5)
     k = depth
-    big = random_matrix(rng, (40000, k), dtype)  # past the unpacked volume on every kernel: the blocked driver
+    big = random_matrix(
+        rng, (40000, k), dtype
+    )  # past the unpacked volume on every kernel: the blocked driver
     for n in (resident_strip(kernel, dtype), width - 1, width):
         b = random_matrix(rng, (k, n), dtype)
         full = smallgemm.matmul(big, b)
@@ -152,7 +156,9 @@ def test_sixteen_rows_take_the_narrow_tile_where_the_main_tile_would_pad_them(ke
         assert chosen(kernel, dtype, 14, main_cols, k) == MAIN_TILE
         assert chosen(kernel, dtype, 30, main_cols, k) == MAIN_TILE
     rng = np.random.default_rng(9)
-    big = random_matrix(rng, (40000, k), dtype)  # past the unpacked volume on every kernel: the blocked driver
+    big = random_matrix(
+        rng, (40000, k), dtype
+    )  # past the unpacked volume on every kernel: the blocked driver
     for n in (main_cols - 1, main_cols):
         b = random_matrix(rng, (k, n), dtype)
         full = smallgemm.matmul(big, b)
@@ -183,7 +189,9 @@ def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, d
             assert chosen(kernel, dtype, m, n, k) == FEW_TILE, f"{m}x{n}x{k}"
         else:
             narrow_pays = 3 * padded(kernel.narrow, m, n, dtype) < 2 * padded(kernel.shape, m, n, dtype)
-            assert chosen(kernel, dtype, m, n, k) == (NARROW_TILE if narrow_pays else MAIN_TILE), f"{m}x{n}x{k}"
+            assert chosen(kernel, dtype, m, n, k) == (NARROW_TILE if narrow_pays else MAIN_TILE), (
+                f"{m}x{n}x{k}"
+            )
         with smallgemm.num_threads(1):
             got = smallgemm.matmul(a, b)
         assert_close(got, 1.0, a, b)

@@ -40,12 +40,20 @@ CASES = [
     ("avx512", "direct tiles", empty(1, 20, 30), empty(1, 30, 25), 1, ""),  # a stack of one: the lone product
     ("avx512", "direct tiles", empty(5, 20, 30), empty(5, 30, 25), 1, "stack serial"),
     ("avx2", "blocked", empty(8, 256, 256), empty(8, 256, 256), 2, "stack tasks"),
-    ("avx512", "direct tiles", empty(3, 4, 4096), empty(3, 4096, 4096), 2, "stack, each product on all workers"),
+    (
+        "avx512",
+        "direct tiles",
+        empty(3, 4, 4096),
+        empty(3, 4096, 4096),
+        2,
+        "stack, each product on all workers",
+    ),
 ]
 
 
-@pytest.mark.parametrize("kernel_name, row, a, b, threads, stack", CASES,
-                         ids=[f"{c[1]}-{c[0]}-{c[5] or 'one'}" for c in CASES])
+@pytest.mark.parametrize(
+    "kernel_name, row, a, b, threads, stack", CASES, ids=[f"{c[1]}-{c[0]}-{c[5] or 'one'}" for c in CASES]
+)
 def test_explain_names_the_row_each_product_takes(kernel_name, row, a, b, threads, stack):
     with forced_kernel(kernel_name):
         found = smallgemm.explain(a, b, threads=threads)
@@ -79,7 +87,9 @@ def test_gemm_with_alpha_and_beta_one_takes_the_continued_chain_row(monkeypatch)
     rng = np.random.default_rng(3)
     chosen = []
     real = strategies.choose
-    monkeypatch.setattr(strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p))
+    monkeypatch.setattr(
+        strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p)
+    )
     for m, n, k in ((4, 700, 300), (300, 1, 200), (64, 64, 64)):
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
         c = rng.standard_normal((m, n))
@@ -96,8 +106,10 @@ def test_products_take_the_row_explain_names(monkeypatch):
     rng = np.random.default_rng(1)
     chosen = []
     real = strategies.choose
-    monkeypatch.setattr(strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p))
-    for kernel_name, row, a, b, threads, stack in CASES:
+    monkeypatch.setattr(
+        strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p)
+    )
+    for kernel_name, row, a, b, threads, _stack in CASES:
         a, b = rng.standard_normal(a.shape).astype(a.dtype), rng.standard_normal(b.shape).astype(b.dtype)
         with forced_kernel(kernel_name), smallgemm.num_threads(threads):
             del chosen[:]
@@ -115,12 +127,27 @@ def test_products_take_the_row_explain_names(monkeypatch):
 @pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
 def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kernel_name):
     rng = np.random.default_rng(2)
-    layouts = {"C": lambda r, c: rng.standard_normal((r, c)).astype(np.float32),
-               "T": lambda r, c: rng.standard_normal((c, r)).astype(np.float32).T}
+    layouts = {
+        "C": lambda r, c: rng.standard_normal((r, c)).astype(np.float32),
+        "T": lambda r, c: rng.standard_normal((c, r)).astype(np.float32).T,
+    }
     with forced_kernel(kernel_name):
-        smallgemm.matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))  # the small entry is in use
-        for m, n, k in [(1, 1, 8), (1, 40, 30), (3, 3, 3), (16, 16, 16), (8, 2, 64), (40, 3, 40), (64, 64, 64),
-                        (33, 17, 20), (120, 100, 120), (1, 300, 200), (300, 1, 200)]:
+        smallgemm.matmul(
+            np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
+        )  # the small entry is in use
+        for m, n, k in [
+            (1, 1, 8),
+            (1, 40, 30),
+            (3, 3, 3),
+            (16, 16, 16),
+            (8, 2, 64),
+            (40, 3, 40),
+            (64, 64, 64),
+            (33, 17, 20),
+            (120, 100, 120),
+            (1, 300, 200),
+            (300, 1, 200),
+        ]:
             for la in "CT":
                 for lb in "CT":
                     a, b = layouts[la](m, k), layouts[lb](k, n)

@@ -21,7 +21,12 @@ THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 def always_parallel(limits):
     """Let even small products take the parallel driver."""
     none = BySize(0, 0)
-    limits(parallel_min_volume=none, parallel_min_stack_volume=0, unpacked_max_volume=none, one_thread_unpacked_volume=none)
+    limits(
+        parallel_min_volume=none,
+        parallel_min_stack_volume=0,
+        unpacked_max_volume=none,
+        one_thread_unpacked_volume=none,
+    )
 
 
 def products_by_thread_count(a, b, beta=0.0, c=None):
@@ -127,7 +132,9 @@ def stack_operands(rng, kernel, dtype, tiny_blocks, case, count):
     if case == "resident":  # tiny products, B in registers
         return random_matrix(rng, (count, 16, kc - 1), dtype), random_matrix(rng, (count, kc - 1, 16), dtype)
     if case == "few_rows":  # unpacked, several KC blocks
-        return random_matrix(rng, (count, 4, 2 * kc + 1), dtype), random_matrix(rng, (count, 2 * kc + 1, 3 * nr + 1), dtype)
+        return random_matrix(rng, (count, 4, 2 * kc + 1), dtype), random_matrix(
+            rng, (count, 2 * kc + 1, 3 * nr + 1), dtype
+        )
     if case == "few_rows_transposed_b":
         b = random_matrix(rng, (count, 3 * nr + 1, 2 * kc + 1), dtype).transpose(0, 2, 1)
         return random_matrix(rng, (count, 4, 2 * kc + 1), dtype), b
@@ -139,15 +146,20 @@ def stack_operands(rng, kernel, dtype, tiny_blocks, case, count):
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 40])
-@pytest.mark.parametrize("case", ["resident", "few_rows", "few_rows_transposed_b", "blocked", "blocked_shared_b"])
-def test_stacks_on_threads_give_the_bits_of_lone_products(kernel, dtype, tiny_blocks, always_parallel, monkeypatch,
-                                                           case, count):
+@pytest.mark.parametrize(
+    "case", ["resident", "few_rows", "few_rows_transposed_b", "blocked", "blocked_shared_b"]
+)
+def test_stacks_on_threads_give_the_bits_of_lone_products(
+    kernel, dtype, tiny_blocks, always_parallel, monkeypatch, case, count
+):
     """A stack's products shared out between workers, or each on all of them, come out
     bitwise as lone products on one thread, whatever the thread count."""
     ran = set()
     for name in ("run_batch_tasks", "run_batch_each_parallel"):
         original = getattr(runners, name)
-        monkeypatch.setattr(runners, name, lambda *args, _name=name, _run=original: (ran.add(_name), _run(*args)))
+        monkeypatch.setattr(
+            runners, name, lambda *args, _name=name, _run=original: (ran.add(_name), _run(*args))
+        )
     a, b = stack_operands(np.random.default_rng(count), kernel, dtype, tiny_blocks, case, count)
     results = []
     for workers in THREAD_COUNTS:
@@ -225,14 +237,20 @@ def test_one_row_block_tasks_run_exactly_once(kernel, dtype, one_row_block_sizes
 
     sizes = one_row_block_sizes
     nr, mr = kernel.nr(dtype), kernel.mr()
-    m, n, k = blocks * sizes.mc - 1, 3 * sizes.nc + 7, 3 * sizes.kc + 2  # 3 NC widths and an edge panel, 4 PC slices
+    m, n, k = (
+        blocks * sizes.mc - 1,
+        3 * sizes.nc + 7,
+        3 * sizes.kc + 2,
+    )  # 3 NC widths and an edge panel, 4 PC slices
     a, b, c, log_a, log_panels = run_logged(kernel, dtype, m, n, k, workers, seed=3)
     pc_blocks = -(-k // sizes.kc)
     expected_a = np.zeros(1000, np.int64)
     expected_a[: -(-m // mr)] = pc_blocks
     panels = -(-n // nr)
     group = one_row_group(panels, sizes.nc, nr, workers)
-    assert group * nr * workers <= sizes.nc and (group == 1 or -(-panels // group) >= TASKS_PER_WORKER * workers)
+    assert group * nr * workers <= sizes.nc and (
+        group == 1 or -(-panels // group) >= TASKS_PER_WORKER * workers
+    )
     expected_panels = np.zeros(1000, np.int64)
     expected_panels[: -(-panels // group)] = pc_blocks
     np.testing.assert_array_equal(log_a, expected_a)
@@ -245,8 +263,19 @@ def test_task_split_keeps_workers_busy():
     from smallgemm.drivers.parallel import task_split
     from smallgemm.kernels.shared import TASKS_PER_WORKER
 
-    for m, cols, workers in [(512, 2048, 2), (4096, 4096, 2), (2048, 512, 2), (100, 64, 8), (1, 4096, 4),
-                             (14, 32, 3), (3000, 100, 3), (1024, 64, 2), (4096, 64, 3), (768, 256, 2), (400, 400, 2)]:
+    for m, cols, workers in [
+        (512, 2048, 2),
+        (4096, 4096, 2),
+        (2048, 512, 2),
+        (100, 64, 8),
+        (1, 4096, 4),
+        (14, 32, 3),
+        (3000, 100, 3),
+        (1024, 64, 2),
+        (4096, 64, 3),
+        (768, 256, 2),
+        (400, 400, 2),
+    ]:
         row_blocks, groups, per_group = task_split(m, cols, 196, 14, 32, workers)
         row_panels, panels = -(-m // 14), -(-cols // 32)
         # Blocks of whole panels, as even as possible, none above MC = 196 rows.
@@ -269,8 +298,9 @@ def test_row_tasks_cover_each_block_and_group_once_group_by_group():
         assert [g for _, g in pairs] == sorted(g for _, g in pairs)  # a group's blocks in a row
 
 
-@pytest.mark.parametrize("m, cols, mc, mr, nr", [(512, 2048, 192, 6, 16), (512, 2048, 196, 14, 32),
-                                                 (640, 1024, 192, 6, 16)])
+@pytest.mark.parametrize(
+    "m, cols, mc, mr, nr", [(512, 2048, 192, 6, 16), (512, 2048, 196, 14, 32), (640, 1024, 192, 6, 16)]
+)
 def test_each_worker_reads_the_b_panels_it_packed(m, cols, mc, mr, nr):
     """Two workers on x.T @ g-like slices: each one's own range of row-block tasks
     reads exactly the B panels its own range of pack tasks packed."""
@@ -284,10 +314,15 @@ def test_each_worker_reads_the_b_panels_it_packed(m, cols, mc, mr, nr):
     pack_tasks, row_tasks = -(-panels // per_task), row_blocks * groups
     assert groups == workers
     for w in range(workers):
-        packed = {q for t in range(w * pack_tasks // workers, (w + 1) * pack_tasks // workers)
-                  for q in range(t * per_task, min((t + 1) * per_task, panels))}
-        groups_read = {task_block_group(t, row_blocks)[1]
-                       for t in range(w * row_tasks // workers, (w + 1) * row_tasks // workers)}
+        packed = {
+            q
+            for t in range(w * pack_tasks // workers, (w + 1) * pack_tasks // workers)
+            for q in range(t * per_task, min((t + 1) * per_task, panels))
+        }
+        groups_read = {
+            task_block_group(t, row_blocks)[1]
+            for t in range(w * row_tasks // workers, (w + 1) * row_tasks // workers)
+        }
         read = {q for g in groups_read for q in range(g * per_group, min((g + 1) * per_group, panels))}
         assert read == packed
 
@@ -325,7 +360,9 @@ def test_concurrent_calls_from_python_threads(always_parallel):
         dtype = np.float32 if i % 2 else np.float64
         m, n, k = 30 + 7 * i, 50 + 5 * i, 40 + 3 * i
         stack = (i % 4 + 1,) if i >= 4 else ()  # stacks of 1-4 products: shared out or each on all workers
-        problems.append((random_matrix(rng, stack + (m, k), dtype), random_matrix(rng, stack + (k, n), dtype)))
+        problems.append(
+            (random_matrix(rng, (*stack, m, k), dtype), random_matrix(rng, (*stack, k, n), dtype))
+        )
     expected = [smallgemm.matmul(a, b) for a, b in problems]
     failures = []
 
@@ -378,8 +415,14 @@ def test_threading_layers_under_concurrency(layer):
     import os
 
     env = {**os.environ, "NUMBA_THREADING_LAYER": layer}
-    done = subprocess.run([sys.executable, "-c", CONCURRENT_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", CONCURRENT_SCRIPT],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [layer, "0"]
 
@@ -402,7 +445,9 @@ def test_process_pool_workers_default_to_one_thread(tmp_path, method):
     script = tmp_path / "pool.py"  # spawned workers import the main module from its file
     script.write_text(code)
     env = {k: v for k, v in os.environ.items() if k != "SMALLGEMM_NUM_THREADS"}
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(script)], check=False, capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[1, 1]"
 

@@ -47,12 +47,17 @@ def run_python(code, **env):
     import os
 
     full_env = {**os.environ, **env}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env)
+    return subprocess.run(
+        [sys.executable, "-c", code], check=False, capture_output=True, text=True, env=full_env
+    )
 
 
 def test_environment_variables():
-    done = run_python("import smallgemm; print(smallgemm.get_num_threads(), smallgemm.get_kernel())",
-                      SMALLGEMM_NUM_THREADS="3", SMALLGEMM_KERNEL="avx2")
+    done = run_python(
+        "import smallgemm; print(smallgemm.get_num_threads(), smallgemm.get_kernel())",
+        SMALLGEMM_NUM_THREADS="3",
+        SMALLGEMM_KERNEL="avx2",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["3", "avx2"]
     bad = run_python("import smallgemm", SMALLGEMM_NUM_THREADS="many")
@@ -78,9 +83,8 @@ def test_exact_setting():
         assert "not exact (row dots lane-wise, split-K)" in format_info(smallgemm.info())
     assert "exact products" in format_info(smallgemm.info())
     assert smallgemm.get_exact()
-    with pytest.raises(RuntimeError):
-        with smallgemm.exact(False):
-            raise RuntimeError
+    with pytest.raises(RuntimeError), smallgemm.exact(False):
+        raise RuntimeError
     assert smallgemm.get_exact()
     smallgemm.set_exact(False)
     try:
@@ -114,7 +118,9 @@ def test_info_describes_the_machine():
     package = os.path.dirname(os.path.realpath(smallgemm.__file__))
     assert data["compile_cache"]["stamp"] == compile_cache.source_fingerprint(package)
     assert os.path.isdir(data["compile_cache"]["directory"])
-    done = run_python("import runpy, sys; sys.argv = ['smallgemm', 'info']; runpy.run_module('smallgemm', run_name='__main__')")
+    done = run_python(
+        "import runpy, sys; sys.argv = ['smallgemm', 'info']; runpy.run_module('smallgemm', run_name='__main__')"
+    )
     assert done.returncode == 0, done.stderr
     assert "kernel" in done.stdout and "MC=" in done.stdout
     assert f"compile cache  {data['compile_cache']['directory']}" in done.stdout

@@ -59,6 +59,7 @@ def small_candidate(dtype="float64", **changes) -> Candidate:
 
 # --- reproducible inputs -------------------------------------------------------------------------
 
+
 def lcg_values(seed, count):
     """The seed's generator in plain Python integers (independent of the Numba one)."""
     x = seed ^ 0x9E3779B97F4A7C15
@@ -98,6 +99,7 @@ def test_reference_gemm_is_the_float64_product():
 
 # --- validation ----------------------------------------------------------------------------------
 
+
 def test_validate_gemm_rejects_truncated_and_wrong_results():
     expected = reproducible_matrix(5, 4, 4)
     assert validate_gemm(expected.copy(), expected, 0.0) == 0
@@ -118,13 +120,17 @@ def test_reorder_tolerance_is_about_2k2u():
 
 # --- candidates ----------------------------------------------------------------------------------
 
+
 def test_enumeration_order_and_count_are_stable():
     first = enumerate_candidates("portable", "float32", (1, 2), caches=CACHES, vendor="")
     assert first == enumerate_candidates("portable", "float32", (1, 2), caches=CACHES, vendor="")
     assert len(first) == 2 * 15
     kernel, dtype = kernel_by_name("portable"), np.dtype(np.float32)
     assert first[0].sizes == blocking.analytic(kernel, dtype, CACHES)
-    assert blocking.default(kernel, dtype, CACHES, "") in (first[0].sizes, first[1].sizes)  # equal to analytic here
+    assert blocking.default(kernel, dtype, CACHES, "") in (
+        first[0].sizes,
+        first[1].sizes,
+    )  # equal to analytic here
     assert [c.threads for c in first] == [1] * 15 + [2] * 15
     assert len(set(first)) == len(first)
 
@@ -184,6 +190,7 @@ def test_boundary_shapes_straddle_every_tile_and_block_size():
 
 # --- the search ----------------------------------------------------------------------------------
 
+
 def skip_last_k_block(alpha, a, b, beta, c):
     """A broken product: drops the last KC block of the common dimension."""
     kc = rules.block_sizes(dispatch.current(), c.dtype).kc
@@ -201,7 +208,9 @@ def test_a_broken_candidate_is_caught_before_it_is_timed(dtype):
         skip_last_k_block(alpha, a, b, beta, c)
 
     candidate = small_candidate(dtype)
-    result = search(HOST.name, dtype, [timed_shape], budget=0.05, candidates=[candidate], run=broken, out=None)
+    result = search(
+        HOST.name, dtype, [timed_shape], budget=0.05, candidates=[candidate], run=broken, out=None
+    )
     assert [r.candidate for r in result.rejected] == [candidate]
     assert result.rejected[0].mismatches > 0
     assert result.measurements == [] and result.best() is None
@@ -218,13 +227,29 @@ def test_a_correct_candidate_is_validated_then_timed():
 
 # --- the record ----------------------------------------------------------------------------------
 
+
 def make_config(environment=None, **changes) -> Config:
     kernel = HOST
     mr, nr = kernel.mr(), kernel.nr(np.float64)
     tuning = Tuning(
-        kernel.name, "float64", 4 * mr, 8 * nr, 96, 101.25, 1, "compute", "reused",
-        (2 * mr, 4 * nr, 64, 0.1 + 0.2), ((4 * mr, 8 * nr, 96, 101.25), (2 * mr, 4 * nr, 64, 0.1 + 0.2)),
-        ((1024, 1024, 1024), (17, 33, 65)), (1, 2), 60.0, 2**64 - 1, 64 << 20, 19, 0,
+        kernel.name,
+        "float64",
+        4 * mr,
+        8 * nr,
+        96,
+        101.25,
+        1,
+        "compute",
+        "reused",
+        (2 * mr, 4 * nr, 64, 0.1 + 0.2),
+        ((4 * mr, 8 * nr, 96, 101.25), (2 * mr, 4 * nr, 64, 0.1 + 0.2)),
+        ((1024, 1024, 1024), (17, 33, 65)),
+        (1, 2),
+        60.0,
+        2**64 - 1,
+        64 << 20,
+        19,
+        0,
     )
     return Config(environment or Environment.current(), (dataclasses.replace(tuning, **changes),))
 
@@ -266,8 +291,10 @@ def test_apply_config_sets_the_recorded_block_sizes(tmp_path):
 def test_a_config_from_another_environment_is_refused_with_a_warning(tmp_path):
     here = Environment.current()
     before = rules.block_sizes(HOST, np.dtype(np.float64))
-    for other in (dataclasses.replace(here, cpu_model="Some Other CPU"),
-                  dataclasses.replace(here, features=here.features[:-1])):
+    for other in (
+        dataclasses.replace(here, cpu_model="Some Other CPU"),
+        dataclasses.replace(here, features=here.features[:-1]),
+    ):
         path = tmp_path / "other.json"
         save_config(make_config(other), path)
         with pytest.warns(RuntimeWarning, match="ignoring smallgemm configuration"):
@@ -275,14 +302,17 @@ def test_a_config_from_another_environment_is_refused_with_a_warning(tmp_path):
         assert rules.block_sizes(HOST, np.dtype(np.float64)) == before
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda d: "{not json", "not valid JSON"),
-    (lambda d: {**d, "schema_version": "mmkts_0"}, "schema_version"),
-    (lambda d: {k: v for k, v in d.items() if k != "tunings"}, "missing field 'tunings'"),
-    (lambda d: d["tunings"][0].update(kc=96) or d, "integer written as a string"),
-    (lambda d: d["tunings"][0].update(mc="7") or d, "multiple of MR"),
-    (lambda d: d["tunings"][0].update(kernel="sve") or d, "unknown kernel"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: "{not json", "not valid JSON"),
+        (lambda d: {**d, "schema_version": "mmkts_0"}, "schema_version"),
+        (lambda d: {k: v for k, v in d.items() if k != "tunings"}, "missing field 'tunings'"),
+        (lambda d: d["tunings"][0].update(kc=96) or d, "integer written as a string"),
+        (lambda d: d["tunings"][0].update(mc="7") or d, "multiple of MR"),
+        (lambda d: d["tunings"][0].update(kernel="sve") or d, "unknown kernel"),
+    ],
+)
 def test_a_corrupt_or_wrong_version_config_is_a_clear_error(tmp_path, mutate, message):
     data = mutate(json.loads(make_config().to_json()))
     path = tmp_path / "bad.json"
@@ -321,8 +351,11 @@ def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
     monkeypatch.setattr(rules, "_config_applied", False)
     tuned = info()["configuration"]
-    assert tuned == {"path": str(tmp_path / "config.json"), "schema": "mmkts_1",
-                     "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings]}
+    assert tuned == {
+        "path": str(tmp_path / "config.json"),
+        "schema": "mmkts_1",
+        "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings],
+    }
     assert f"configuration  {tmp_path / 'config.json'} (schema mmkts_1" in format_info(info())
     monkeypatch.setattr(settings, "CONFIG_PATH", None)
     monkeypatch.setattr(rules, "_config_applied", False)

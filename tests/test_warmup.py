@@ -61,8 +61,11 @@ def test_first_use_driver_takes_a_stack_by_offsets(dtype):
     b = rng.standard_normal((40, 7)).astype(dtype)
     c = np.empty((3, 5, 7), dtype)
     item = a.itemsize
-    offsets = (np.arange(3, dtype=np.int64) * (a.strides[0] // item), np.zeros(3, np.int64),
-               np.arange(3, dtype=np.int64) * (c.strides[0] // item))
+    offsets = (
+        np.arange(3, dtype=np.int64) * (a.strides[0] // item),
+        np.zeros(3, np.int64),
+        np.arange(3, dtype=np.int64) * (c.strides[0] // item),
+    )
     with forced_kernel(KERNEL_NAMES[-1]) as kernel:
         _first_use(kernel, dtype, 1.0, a[0], b, 0.0, c[0], offsets)
     for t in range(3):
@@ -102,7 +105,9 @@ def test_products_run_first_while_their_entry_compiles_elsewhere(tmp_path):
     while ``python -m smallgemm compile`` compiles BLOCKED; the next one loads it. Same bits."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SMALLGEMM_FIRST_USE": "background"}
     script = BACKGROUND.format(tests=os.path.dirname(__file__))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("ok")
 
@@ -170,7 +175,9 @@ def test_an_entry_is_cached_once_its_data_file_is_there(monkeypatch, tmp_path):
     cache_file = entry.dispatcher._cache._cache_file
     monkeypatch.setattr(entry, "_compiled", {})
     assert entry.cached(kernel, f32)
-    monkeypatch.setattr(cache_file, "_cache_path", str(tmp_path))  # the index as before, no data file beside it
+    monkeypatch.setattr(
+        cache_file, "_cache_path", str(tmp_path)
+    )  # the index as before, no data file beside it
     assert not entry.cached(kernel, f32)
 
 
@@ -189,7 +196,9 @@ def test_a_fork_forgets_the_parents_compile_process():
         assert warmup._state.compiling  # the parent's own state is kept
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 
@@ -200,8 +209,14 @@ def test_compile_command_fills_the_cache_and_info_says_so(tmp_path):
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
 
     def smallgemm_cli(*args):
-        return subprocess.run([sys.executable, "-m", "smallgemm", *args], capture_output=True, text=True,
-                              env=env, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "smallgemm", *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
 
     first = smallgemm_cli("compile", "--dtype", "float32", "--entry", "SCALE_ADD,FIRST_USE")
     assert first.returncode == 0, first.stderr
@@ -231,7 +246,9 @@ def test_the_packed_layout_in_numpy_is_the_compiled_one(kernel_name, dtype):
     with forced_kernel(kernel_name) as kernel:
         nr = kernel.nr(np.dtype(dtype))
         try:
-            rules.set_block_sizes(kernel, np.dtype(dtype), blocking.BlockSizes(mc=kernel.mr(), nc=2 * nr, kc=5))
+            rules.set_block_sizes(
+                kernel, np.dtype(dtype), blocking.BlockSizes(mc=kernel.mr(), nc=2 * nr, kc=5)
+            )
             for k, n in [(1, 1), (5, 2 * nr), (12, 2 * nr + 1), (11, 5 * nr - 3)]:
                 b = rng.standard_normal((k, n)).astype(dtype)
                 for packed, op in [(smallgemm.pack(b), b), (smallgemm.pack(b.T.copy(), trans=True), b)]:
@@ -247,7 +264,9 @@ def test_pack_packs_in_numpy_while_its_entry_compiles(monkeypatch):
     """Before PACK is compiled, ``pack`` writes the layout in NumPy: the same data."""
     b = np.random.default_rng(9).standard_normal((300, 70)).astype(np.float32)
     compiled = smallgemm.pack(b).data
-    monkeypatch.setattr(warmup, "fetchable", lambda entry, kernel, dtype, start=True: entry is not entries.PACK)
+    monkeypatch.setattr(
+        warmup, "fetchable", lambda entry, kernel, dtype, start=True: entry is not entries.PACK
+    )
     monkeypatch.setattr(entries.PACK, "get", lambda kernel, dtype: pytest.fail("PACK ran"))
     assert np.array_equal(smallgemm.pack(b).data, compiled)
 
@@ -257,8 +276,12 @@ def test_a_prepacked_product_runs_first_on_b_read_back(monkeypatch, rows):
     """While the prepacked entries compile elsewhere, a product with a packed B runs on the
     first-use driver, with the bits of the tuned drivers (the chain rule)."""
     kernel, f64 = dispatch.current(), np.dtype(np.float64)
-    prepacked = (entries.PREPACKED, entries.PREPACKED_ROWS, entries.PREPACKED_PARALLEL,
-                 entries.PREPACKED_ROWS_PARALLEL)
+    prepacked = (
+        entries.PREPACKED,
+        entries.PREPACKED_ROWS,
+        entries.PREPACKED_PARALLEL,
+        entries.PREPACKED_ROWS_PARALLEL,
+    )
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
     monkeypatch.setattr(warmup, "_state", warmup._Compiles())
     monkeypatch.setattr(warmup, "_pump", lambda start=True: None)
@@ -290,12 +313,23 @@ def test_the_first_use_mode_is_set_and_checked(monkeypatch):
     monkeypatch.setattr(warmup, "MODE", warmup.MODE)
     smallgemm.set_first_use("background")
     assert smallgemm.get_first_use() == "background"
-    with pytest.raises(ValueError, match="set_first_use: mode must be 'background' or 'compile', not 'later'"):
+    with pytest.raises(
+        ValueError, match="set_first_use: mode must be 'background' or 'compile', not 'later'"
+    ):
         smallgemm.set_first_use("later")
     assert smallgemm.get_first_use() == "background"
-    done = subprocess.run([sys.executable, "-c", "import smallgemm"], capture_output=True, text=True,
-                          env={**os.environ, "SMALLGEMM_FIRST_USE": "never"}, timeout=120)
-    assert done.returncode != 0 and "SMALLGEMM_FIRST_USE must be 'background' or 'compile', not 'never'" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", "import smallgemm"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SMALLGEMM_FIRST_USE": "never"},
+        timeout=120,
+    )
+    assert (
+        done.returncode != 0
+        and "SMALLGEMM_FIRST_USE must be 'background' or 'compile', not 'never'" in done.stderr
+    )
 
 
 def test_explain_says_whether_the_entries_are_compiled(monkeypatch):
@@ -307,10 +341,12 @@ def test_explain_says_whether_the_entries_are_compiled(monkeypatch):
     assert smallgemm.explain(a, b, threads=1).compiled == "yes: BLOCKED (loaded or in the cache)"
     monkeypatch.setattr(entries.BLOCKED, "cached", lambda kernel, dtype: False)
     assert smallgemm.explain(a, b, threads=1).compiled == (
-        "not yet: BLOCKED; a first product compiles them (1-40 s each)")
+        "not yet: BLOCKED; a first product compiles them (1-40 s each)"
+    )
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
     assert smallgemm.explain(a, b, threads=1).compiled == (
         "not yet: BLOCKED; a first product runs on the first-use driver (same bits) while they compile in "
-        "another process")
+        "another process"
+    )
     assert "compiled     not yet: BLOCKED;" in str(smallgemm.explain(a, b, threads=1))
     assert smallgemm.explain(a[:0], b, threads=1).compiled == "nothing to compile"

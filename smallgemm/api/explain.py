@@ -67,7 +67,9 @@ def _tile(strategy: strategies.Strategy, p: strategies.Problem) -> str:
     if strategy.name == "transposing stream":
         return TILE_NAMES[2]
     prep = p.prep
-    return TILE_NAMES[tile_of(kernel.shape, kernel.narrow, kernel.few, kernel.resident, p.k, prep.sizes.kc, p.a, p.b)]
+    return TILE_NAMES[
+        tile_of(kernel.shape, kernel.narrow, kernel.few, kernel.resident, p.k, prep.sizes.kc, p.a, p.b)
+    ]
 
 
 def _turned(p: strategies.Problem) -> str:
@@ -84,9 +86,13 @@ def _tasks(strategy: strategies.Strategy, p: strategies.Problem, workers: int) -
     if strategy.name == "blocked":
         sizes = p.prep.sizes_for_depth(p.k)
         kernel = p.prep.kernel
-        blocks, groups, _ = task_split(p.m, min(p.n, sizes.nc), sizes.mc, kernel.mr(), kernel.nr(p.dtype), workers)
-        return (f"row-block tasks from an atomic counter: {blocks} row blocks x {groups} column groups "
-                f"per JC slice (parallel.task_split)")
+        blocks, groups, _ = task_split(
+            p.m, min(p.n, sizes.nc), sizes.mc, kernel.mr(), kernel.nr(p.dtype), workers
+        )
+        return (
+            f"row-block tasks from an atomic counter: {blocks} row blocks x {groups} column groups "
+            f"per JC slice (parallel.task_split)"
+        )
     if strategy.name.startswith("stack"):
         return "whole products as tasks" if strategy.name == "stack tasks" else "each product on every worker"
     return "strips of B or rows of A as tasks from an atomic counter"
@@ -94,10 +100,14 @@ def _tasks(strategy: strategies.Strategy, p: strategies.Problem, workers: int) -
 
 def _invariant(strategy: strategies.Strategy) -> str:
     if not dispatch.get_exact():
-        return ("not exact (set_exact(False)): independent of the thread count, but row dots sum lane-wise "
-                "and unpacked products sum k in KC blocks, so bits may differ between paths and kernels")
-    return ("exact: each element one FMA chain in increasing k, the same bits on every kernel, block size, "
-            "thread count, batch and strategy")
+        return (
+            "not exact (set_exact(False)): independent of the thread count, but row dots sum lane-wise "
+            "and unpacked products sum k in KC blocks, so bits may differ between paths and kernels"
+        )
+    return (
+        "exact: each element one FMA chain in increasing k, the same bits on every kernel, block size, "
+        "thread count, batch and strategy"
+    )
 
 
 def _entries(row: strategies.Strategy, workers: int) -> tuple[entries.Entry, ...]:
@@ -115,16 +125,18 @@ def _compiled(row: strategies.Strategy, p: strategies.Problem, workers: int) -> 
     if not missing:
         return f"yes: {', '.join(names)} (loaded or in the cache)"
     if warmup.runs_first(p):
-        return (f"not yet: {', '.join(missing)}; a first product runs on the first-use driver "
-                f"(same bits) while they compile in another process")
+        return (
+            f"not yet: {', '.join(missing)}; a first product runs on the first-use driver "
+            f"(same bits) while they compile in another process"
+        )
     return f"not yet: {', '.join(missing)}; a first product compiles them (1-40 s each)"
 
 
 def _stack_problem(a: np.ndarray, b: np.ndarray, workers: int) -> strategies.Problem:
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     count = math.prod(batch)
-    a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((count,) + a.shape[-2:])
-    b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((count,) + b.shape[-2:])
+    a3 = np.broadcast_to(a, batch + a.shape[-2:]).reshape((count, *a.shape[-2:]))
+    b3 = np.broadcast_to(b, batch + b.shape[-2:]).reshape((count, *b.shape[-2:]))
     c3 = np.empty((count, a.shape[-2], b.shape[-1]), a.dtype)
     offsets = tuple(np.arange(count, dtype=np.int64) * (x.strides[0] // x.itemsize) for x in (a3, b3, c3))
     return strategies.Problem(1.0, a3[0], b3[0], 0.0, c3[0], workers, offsets)
@@ -142,8 +154,10 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
     b = b if packed else np.asarray(b)
     dtype = np.result_type(a.dtype, b.dtype)
     if dtype not in _FAST or a.ndim == 0 or (not packed and b.ndim == 0):
-        raise TypeError(f"smallgemm computes float32 and float64 products of arrays; "
-                        f"{a.dtype} @ {b.dtype} is handed to numpy.matmul")
+        raise TypeError(
+            f"smallgemm computes float32 and float64 products of arrays; "
+            f"{a.dtype} @ {b.dtype} is handed to numpy.matmul"
+        )
     a = a.astype(dtype, copy=False)
     b = b if packed else b.astype(dtype, copy=False)
     a2 = a.reshape(1, -1) if a.ndim == 1 else a
@@ -154,12 +168,20 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
     else:
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b
         if a2.shape[-1] != b2.shape[-2]:
-            raise ValueError(f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
-                             f"signature (n?,k),(k,m?)->(n?,m?) (size {b2.shape[-2]} is different from "
-                             f"{a2.shape[-1]})")
+            raise ValueError(
+                f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
+                f"signature (n?,k),(k,m?)->(n?,m?) (size {b2.shape[-2]} is different from "
+                f"{a2.shape[-1]})"
+            )
         if b2.ndim == 2:
-            rows = a2 if a2.ndim == 2 else a2.reshape(math.prod(a2.shape[:-1]), a2.shape[-1])  # one tall product
-            c = np.empty((rows.shape[0], b2.shape[1]), a.dtype) if out is None else out.reshape(rows.shape[0], b2.shape[1])
+            rows = (
+                a2 if a2.ndim == 2 else a2.reshape(math.prod(a2.shape[:-1]), a2.shape[-1])
+            )  # one tall product
+            c = (
+                np.empty((rows.shape[0], b2.shape[1]), a.dtype)
+                if out is None
+                else out.reshape(rows.shape[0], b2.shape[1])
+            )
             p = strategies.Problem(1.0, rows, b2, 0.0, c, workers)
             table, stack_row = strategies.PRODUCT, None
         else:
@@ -170,7 +192,9 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
                 p = strategies.Problem(1.0, p.a, p.b, 0.0, p.c, workers)
                 stack_row = None
     strategy = strategies.choose(table, p)
-    used = workers if (strategy.worth_threads is not None and workers > 1 and strategy.worth_threads(p)) else 1
+    used = (
+        workers if (strategy.worth_threads is not None and workers > 1 and strategy.worth_threads(p)) else 1
+    )
     if stack_row is not None and stack_row.worth_threads is not None and workers > 1:
         used = workers if stack_row.worth_threads(p) else used
     # The blocked loops take blocks fitted to k; the other drivers the KC in force.

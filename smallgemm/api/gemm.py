@@ -27,9 +27,7 @@ def _as_matrix(x, name: str) -> np.ndarray:
         # np.asarray keeps the dtype's byte order; compare kinds for a clear message.
         if arr.dtype.kind == "f" and arr.dtype.itemsize in (4, 8):
             return _as_matrix(arr.astype(arr.dtype.newbyteorder("=")), name)
-        raise TypeError(
-            f"gemm: {name} has dtype {arr.dtype}; only float32 and float64 are supported"
-        )
+        raise TypeError(f"gemm: {name} has dtype {arr.dtype}; only float32 and float64 are supported")
     if arr.ndim != 2:
         raise ValueError(f"gemm: {name} must be 2-D, got an array of shape {arr.shape}")
     return arr
@@ -109,8 +107,12 @@ def gemm(
     ``b`` may be a ``smallgemm.pack(...)`` result; its transposition was fixed
     when it was packed, so ``trans_b`` must then be False.
     """
-    if (type(a) is _NDARRAY and type(b) is _NDARRAY and (type(alpha) is float or type(alpha) is int)
-            and (type(beta) is float or type(beta) is int)):
+    if (
+        type(a) is _NDARRAY
+        and type(b) is _NDARRAY
+        and (type(alpha) is float or type(alpha) is int)
+        and (type(beta) is float or type(beta) is int)
+    ):
         # Two matrices of one float dtype, into a new array or overwriting a c of it: the
         # least Python before the compiled way in, which checks the rest and computes a
         # small product, hands a valid one back to the planner, or refuses (then the
@@ -122,8 +124,14 @@ def gemm(
             out = None
             if c is None:
                 out, beta = np.empty((op_a.shape[0], op_b.shape[1]), dtype), 0.0
-            elif (overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable
-                  and not (alpha == 1 and beta == 1)):  # a continued chain: the table's own row
+            elif (
+                overwrite_c
+                and type(c) is _NDARRAY
+                and c.dtype is dtype
+                and c.ndim == 2
+                and c.flags.writeable
+                and not (alpha == 1 and beta == 1)
+            ):  # a continued chain: the table's own row
                 out = c
             if out is not None:
                 route = run_small_scaled(alpha, op_a, op_b, beta, out, dtype)
@@ -173,22 +181,31 @@ def _gemm_packed(alpha, a, packed: PackedMatrix, beta, c, trans_a, trans_b, over
     from .matmul import packed_left_operand
 
     if trans_b:
-        raise ValueError("gemm: trans_b does not apply to a packed operand; its transposition is fixed "
-                         "when packing (smallgemm.pack(b, trans=True))")
+        raise ValueError(
+            "gemm: trans_b does not apply to a packed operand; its transposition is fixed "
+            "when packing (smallgemm.pack(b, trans=True))"
+        )
     packed.check_usable()
     a = _as_matrix(packed_left_operand(a, packed, "gemm"), "a")
     op_a = a.T if trans_a else a
     k, n = packed.shape
     if op_a.shape[1] != k:
-        raise ValueError(f"gemm: shapes do not match: op(a) is {op_a.shape} and the packed b is {packed.shape}")
+        raise ValueError(
+            f"gemm: shapes do not match: op(a) is {op_a.shape} and the packed b is {packed.shape}"
+        )
     shape = (op_a.shape[0], n)
     dtype = packed.dtype
     if c is None:
         out, beta = np.empty(shape, dtype=dtype), 0.0
     else:
         c_in = _checked_c(c, shape, "op(a) @ b")
-        if overwrite_c and c_in.dtype == dtype and c_in.flags.writeable and _strides_ok(c_in) \
-                and not np.may_share_memory(c_in, op_a):
+        if (
+            overwrite_c
+            and c_in.dtype == dtype
+            and c_in.flags.writeable
+            and _strides_ok(c_in)
+            and not np.may_share_memory(c_in, op_a)
+        ):
             out = c_in
         else:
             out = np.array(c_in, dtype=dtype) if beta != 0 else np.empty(shape, dtype=dtype)

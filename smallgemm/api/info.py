@@ -57,7 +57,8 @@ def format_info(data: dict) -> str:
         f"smallgemm {data['smallgemm']}",
         f"CPU            {c['model']} ({c['llvm_cpu']}, {c['machine']}), {c['cores']} cores",
         f"SIMD features  {' '.join(c['features'])}",
-        "caches         " + ", ".join(
+        "caches         "
+        + ", ".join(
             f"L{x['level']} {x['size'] // 1024} KiB {x['ways']}-way ({x['source']})" for x in c["caches"]
         ),
         f"kernel         {data['kernel']['name']} (detected: {data['kernel']['detected']}): "
@@ -65,8 +66,14 @@ def format_info(data: dict) -> str:
         + ("; exact products" if data["kernel"]["exact"] else "; not exact (row dots lane-wise, split-K)"),
     ]
     tuned = data["configuration"]
-    lines.append("configuration  " + (f"{tuned['path']} (schema {tuned['schema']}: {', '.join(tuned['tunings'])})"
-                                      if tuned else "none (default block sizes)"))
+    lines.append(
+        "configuration  "
+        + (
+            f"{tuned['path']} (schema {tuned['schema']}: {', '.join(tuned['tunings'])})"
+            if tuned
+            else "none (default block sizes)"
+        )
+    )
     for dt, sizes in data["block_sizes"].items():
         lines.append(f"blocks {dt:<8}MC={sizes['mc']} NC={sizes['nc']} KC={sizes['kc']}")
     t = data["threads"]
@@ -77,14 +84,20 @@ def format_info(data: dict) -> str:
     v = data["versions"]
     lines.append(f"versions       numba {v['numba']}, llvmlite {v['llvmlite']}, numpy {v['numpy']}")
     cache = data["compile_cache"]
-    lines.append(f"compile cache  {cache['directory'] or 'none (not writable)'} (sources {cache['stamp'][:12]})")
+    lines.append(
+        f"compile cache  {cache['directory'] or 'none (not writable)'} (sources {cache['stamp'][:12]})"
+    )
     for dt, status in cache["compiled"].items():
         missing = [name for name, ready in status.items() if not ready]
-        lines.append(f"compiled       {dt}: {len(status) - len(missing)} of {len(status)} entries"
-                     + (f"; not yet: {', '.join(missing)}" if missing else ""))
+        lines.append(
+            f"compiled       {dt}: {len(status) - len(missing)} of {len(status)} entries"
+            + (f"; not yet: {', '.join(missing)}" if missing else "")
+        )
     first = data["first_use"]
-    lines.append(f"first use      {first['mode']}: {first['runs']} products on the first-use driver here"
-                 + (f"; compiling {', '.join(first['compiling'])}" if first["compiling"] else ""))
+    lines.append(
+        f"first use      {first['mode']}: {first['runs']} products on the first-use driver here"
+        + (f"; compiling {', '.join(first['compiling'])}" if first["compiling"] else "")
+    )
     return "\n".join(lines)
 
 

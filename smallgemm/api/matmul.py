@@ -56,7 +56,8 @@ def promoted(a, b) -> tuple[Any, Any, bool, bool]:
         b = b[:, np.newaxis]
     if a.shape[-1] != b.shape[-2]:
         raise shape_error(
-            a_shape, b_shape,
+            a_shape,
+            b_shape,
             f"the last dimension of the first ({a.shape[-1]}) differs from the "
             f"{'only' if vector_b else 'second-to-last'} dimension of the second ({b.shape[-2]})",
         )
@@ -70,13 +71,18 @@ def out_shape_error(got: tuple, shape: tuple) -> ValueError:
     for i in range(core):
         want, have = shape[len(shape) - core + i], got[len(got) - core + i] if len(got) >= core else None
         if have is not None and have != want:
-            return ValueError(f"matmul: Output operand 0 has a mismatch in its core dimension {i}, with gufunc "
-                              f"signature (n?,k),(k,m?)->(n?,m?) (size {have} is different from {want})")
+            return ValueError(
+                f"matmul: Output operand 0 has a mismatch in its core dimension {i}, with gufunc "
+                f"signature (n?,k),(k,m?)->(n?,m?) (size {have} is different from {want})"
+            )
+
     def compact(dims):
         return "(" + ",".join(map(str, dims)) + ")"
 
-    return ValueError(f"non-broadcastable output operand with shape {compact(got)} doesn't match the broadcast "
-                      f"shape {compact(shape)}")
+    return ValueError(
+        f"non-broadcastable output operand with shape {compact(got)} doesn't match the broadcast "
+        f"shape {compact(shape)}"
+    )
 
 
 def _check_out(out, shape: tuple, dtype: np.dtype) -> np.ndarray:
@@ -125,7 +131,9 @@ def _even_offsets(count: int, step: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _stack_offsets(count: int, step_a: int, step_b: int, step_c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _stack_offsets(
+    count: int, step_a: int, step_b: int, step_c: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The three ``_even_offsets`` of two stacks and their product, in one lookup."""
     return _even_offsets(count, step_a), _even_offsets(count, step_b), _even_offsets(count, step_c)
 
@@ -235,8 +243,13 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
         dtype = a.dtype
         ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
         if out is not None:
-            ours = (ours and type(out) is _NDARRAY and out.dtype is dtype and out.ndim == ndim_a == ndim_b
-                    and out.flags.writeable)
+            ours = (
+                ours
+                and type(out) is _NDARRAY
+                and out.dtype is dtype
+                and out.ndim == ndim_a == ndim_b
+                and out.flags.writeable
+            )
         if ours and ndim_b == 2 and ndim_a >= 2:
             # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
             if ndim_a == 2:
@@ -251,7 +264,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                 elif ndim_a == 2:
                     c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
                 else:
-                    c = _EMPTY(a.shape[:-1] + (b.shape[1],), dtype)
+                    c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
                 local = _PREPARED  # runners.run_small, inline: a Python call less (~0.03 us)
                 prep = local.last if local.generation == rules._generation else None
@@ -271,7 +284,9 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
                 size = dtype.itemsize
                 c = _EMPTY((count, m, n), dtype) if out is None else out
-                offsets = _stack_offsets(count, a.strides[0] // size, b.strides[0] // size, c.strides[0] // size)
+                offsets = _stack_offsets(
+                    count, a.strides[0] // size, b.strides[0] // size, c.strides[0] // size
+                )
                 route = run_small_stack(a, b, c, *offsets, dtype)
                 if route == SMALL_DONE:
                     return c
@@ -297,13 +312,18 @@ def _product(
     both operands are F-contiguous), 0-d for two vectors.  None where NumPy computes it (another
     dtype) or raises in its words (a 0-d operand, a cast ``casting`` forbids, a read-only out)."""
     da, db = a.dtype, b.dtype
-    if (da is not _F32 and da is not _F64 and da not in _FAST) or (
-        db is not _F32 and db is not _F64 and db not in _FAST
-    ) or a.ndim == 0 or b.ndim == 0:
+    if (
+        (da is not _F32 and da is not _F64 and da not in _FAST)
+        or (db is not _F32 and db is not _F64 and db not in _FAST)
+        or a.ndim == 0
+        or b.ndim == 0
+    ):
         return None
     if dtype is None:
         dtype = _F64 if (da == _F64 or db == _F64) else _F32
-    if casting not in _FLOAT_CASTS and not (np.can_cast(da, dtype, casting) and np.can_cast(db, dtype, casting)):
+    if casting not in _FLOAT_CASTS and not (
+        np.can_cast(da, dtype, casting) and np.can_cast(db, dtype, casting)
+    ):
         return None
     fortran = order == "F" or (order == "A" and a.flags.f_contiguous and b.flags.f_contiguous)
 
@@ -320,7 +340,7 @@ def _product(
             raise shape_error(
                 a_shape, b_shape, f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast"
             ) from None
-    full_shape = batch_shape + (a.shape[-2], b.shape[-1])
+    full_shape = (*batch_shape, a.shape[-2], b.shape[-1])
     result_shape = batch_shape + ((() if vector_a else (a.shape[-2],)) + (() if vector_b else (b.shape[-1],)))
 
     if out is not None:
@@ -365,22 +385,29 @@ def packed_left_operand(a, packed: PackedMatrix, name: str) -> np.ndarray:
 def _matmul_packed(a, packed: PackedMatrix, out, keywords: dict):
     """``a @ B`` with B prepacked: a may be 1-D, 2-D or a stack (folded into rows)."""
     if keywords:
-        raise TypeError(f"matmul: a PackedMatrix operand takes no keywords but out (got {', '.join(keywords)})")
+        raise TypeError(
+            f"matmul: a PackedMatrix operand takes no keywords but out (got {', '.join(keywords)})"
+        )
     packed.check_usable()
     a = packed_left_operand(a, packed, "matmul")
     if a.ndim == 0:
-        raise ValueError("matmul: Input operand 0 does not have enough dimensions (has 0, gufunc core with "
-                         "signature (n?,k),(k,m?)->(n?,m?) requires 1)")
+        raise ValueError(
+            "matmul: Input operand 0 does not have enough dimensions (has 0, gufunc core with "
+            "signature (n?,k),(k,m?)->(n?,m?) requires 1)"
+        )
     k, n = packed.shape
     if a.shape[-1] != k:
-        raise shape_error(a.shape, f"packed {packed.shape}",
-                           f"the last dimension of the first ({a.shape[-1]}) differs from the packed k ({k})")
+        raise shape_error(
+            a.shape,
+            f"packed {packed.shape}",
+            f"the last dimension of the first ({a.shape[-1]}) differs from the packed k ({k})",
+        )
     rows = a.reshape(1, k) if a.ndim == 1 else _fold_rows(a)
     if rows is None:
         rows = np.ascontiguousarray(a).reshape(-1, k)
     if any(s % a.itemsize for s in rows.strides):
         rows = np.ascontiguousarray(rows)
-    result_shape = a.shape[:-1] + (n,)
+    result_shape = (*a.shape[:-1], n)
     if out is not None:
         out = _check_out(out, result_shape, packed.dtype)
         # Straight into out when it is one (rows x n) view of the result's dtype that

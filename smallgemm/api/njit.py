@@ -69,6 +69,7 @@ _depth_blocks = njit(cache=True)(blocking.depth_blocks)
 
 # --- the checks: types when the caller is compiled, shapes when it runs ----------------------
 
+
 def _describe(typ) -> str:
     return f"a {typ.ndim}-D {typ.dtype} array" if isinstance(typ, types.Array) else str(typ)
 
@@ -78,12 +79,16 @@ def _check_types(function: str, arrays: dict, scalars: dict, output: str) -> Non
     one dtype, ``output`` among them writable, and ``scalars`` real numbers."""
     for name, typ in arrays.items():
         if not (isinstance(typ, types.Array) and typ.ndim == 2 and typ.dtype in _FLOATS):
-            raise TypingError(f"smallgemm.njit.{function}: {name} must be a 2-D float32 or float64 array, "
-                              f"got {_describe(typ)}")
+            raise TypingError(
+                f"smallgemm.njit.{function}: {name} must be a 2-D float32 or float64 array, "
+                f"got {_describe(typ)}"
+            )
     if len({typ.dtype for typ in arrays.values()}) > 1:
         found = ", ".join(f"{name} {typ.dtype}" for name, typ in arrays.items())
-        raise TypingError(f"smallgemm.njit.{function}: the arrays must have one dtype, got {found} "
-                          f"(no dtype is converted: cast first)")
+        raise TypingError(
+            f"smallgemm.njit.{function}: the arrays must have one dtype, got {found} "
+            f"(no dtype is converted: cast first)"
+        )
     if not arrays[output].mutable:
         raise TypingError(f"smallgemm.njit.{function}: {output} is read-only")
     for name, typ in scalars.items():
@@ -121,20 +126,39 @@ def _check_shapes(is_gemm, m, k, k_b, n, m_c, n_c):
     """ValueError, in the Python API's words, unless A (m, k) @ B (k_b, n) fits C (m_c, n_c)."""
     if is_gemm:
         if k != k_b:
-            raise ValueError("gemm: shapes do not match: a is " + _pair(m, k) + " and b is " + _pair(k_b, n)
-                             + "; a must have as many columns as b has rows")
+            raise ValueError(
+                "gemm: shapes do not match: a is "
+                + _pair(m, k)
+                + " and b is "
+                + _pair(k_b, n)
+                + "; a must have as many columns as b has rows"
+            )
         if m_c != m or n_c != n:
             raise ValueError("gemm: c has shape " + _pair(m_c, n_c) + " but a @ b has shape " + _pair(m, n))
         return
     if k != k_b:
-        raise ValueError("matmul: operands with shapes " + _pair(m, k) + " and " + _pair(k_b, n)
-                         + " do not match: the last dimension of the first (" + str(k)
-                         + ") differs from the second-to-last dimension of the second (" + str(k_b) + ")")
+        raise ValueError(
+            "matmul: operands with shapes "
+            + _pair(m, k)
+            + " and "
+            + _pair(k_b, n)
+            + " do not match: the last dimension of the first ("
+            + str(k)
+            + ") differs from the second-to-last dimension of the second ("
+            + str(k_b)
+            + ")"
+        )
     for dim, have, want in ((0, m_c, m), (1, n_c, n)):
         if have != want:
-            raise ValueError("matmul: Output operand 0 has a mismatch in its core dimension " + str(dim)
-                             + ", with gufunc signature (n?,k),(k,m?)->(n?,m?) (size " + str(have)
-                             + " is different from " + str(want) + ")")
+            raise ValueError(
+                "matmul: Output operand 0 has a mismatch in its core dimension "
+                + str(dim)
+                + ", with gufunc signature (n?,k),(k,m?)->(n?,m?) (size "
+                + str(have)
+                + " is different from "
+                + str(want)
+                + ")"
+            )
 
 
 # --- the product: one compiled entry per kernel and dtype, called from each caller -----------
@@ -150,16 +174,47 @@ def _element_strides(function, a_strides, b_strides, c_strides, size):
     found = (a_strides, b_strides, c_strides)
     for i in range(3):
         if found[i][0] % size or found[i][1] % size:
-            raise ValueError(("matmul: " if function == MATMUL else "gemm: ") + names[i] + " has strides "
-                             + _pair(found[i][0], found[i][1]) + " bytes, not whole elements of " + str(size)
-                             + " bytes: pass a copy (np.ascontiguousarray)")
-    return (a_strides[0] // size, a_strides[1] // size, b_strides[0] // size, b_strides[1] // size,
-            c_strides[0] // size, c_strides[1] // size)
+            raise ValueError(
+                ("matmul: " if function == MATMUL else "gemm: ")
+                + names[i]
+                + " has strides "
+                + _pair(found[i][0], found[i][1])
+                + " bytes, not whole elements of "
+                + str(size)
+                + " bytes: pass a copy (np.ascontiguousarray)"
+            )
+    return (
+        a_strides[0] // size,
+        a_strides[1] // size,
+        b_strides[0] // size,
+        b_strides[1] // size,
+        c_strides[0] // size,
+        c_strides[1] // size,
+    )
 
 
 @njit(cache=True)
-def _entry(shape, fixed, alpha64, beta64, alpha, beta, size, a, a_at, a_shape, a_strides,
-           b, b_at, b_shape, b_strides, c, c_at, c_shape, c_strides):
+def _entry(
+    shape,
+    fixed,
+    alpha64,
+    beta64,
+    alpha,
+    beta,
+    size,
+    a,
+    a_at,
+    a_shape,
+    a_strides,
+    b,
+    b_at,
+    b_shape,
+    b_strides,
+    c,
+    c_at,
+    c_shape,
+    c_strides,
+):
     """C = alpha*A.B + beta*C after the run-time checks: A, B, C given by pointer, address,
     shape and strides in bytes, ``size`` bytes an element; ``fixed``: (MATMUL or GEMM, whose
     words the errors take, MR, MC, NC, KC)."""
@@ -169,11 +224,34 @@ def _entry(shape, fixed, alpha64, beta64, alpha, beta, size, a, a_at, a_shape, a
     _check_shapes(function == GEMM, m, k, k_b, n, c_shape[0], c_shape[1])
     rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = _element_strides(function, a_strides, b_strides, c_strides, size)
     c_span = byte_span(c_at, c_shape, c_strides, size)
-    apart = not (spans_meet(c_span, byte_span(a_at, a_shape, a_strides, size))
-                 or spans_meet(c_span, byte_span(b_at, b_shape, b_strides, size)))
+    apart = not (
+        spans_meet(c_span, byte_span(a_at, a_shape, a_strides, size))
+        or spans_meet(c_span, byte_span(b_at, b_shape, b_strides, size))
+    )
     mc, kc = _depth_blocks(mc, kc, k, mr)
-    standalone_product(shape, alpha64, beta64, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b,
-                       c, rs_c, cs_c, apart, mc, nc, kc)
+    standalone_product(
+        shape,
+        alpha64,
+        beta64,
+        alpha,
+        beta,
+        m,
+        n,
+        k,
+        a,
+        rs_a,
+        cs_a,
+        b,
+        rs_b,
+        cs_b,
+        c,
+        rs_c,
+        cs_c,
+        apart,
+        mc,
+        nc,
+        kc,
+    )
 
 
 def _compiled(kernel, sizes: dict) -> tuple:
@@ -182,8 +260,10 @@ def _compiled(kernel, sizes: dict) -> tuple:
     ``_entry``'s, compiled (and cached) once per kernel and dtype."""
     shape = kernel.shape
     # Tuples, whose ints are typed int64, not as literals: one _entry serves every block size.
-    fixed = {dtype: tuple((function, kernel.mr(), s.mc, s.nc, s.kc) for function in (MATMUL, GEMM))
-             for dtype, s in sizes.items()}
+    fixed = {
+        dtype: tuple((function, kernel.mr(), s.mc, s.nc, s.kc) for function in (MATMUL, GEMM))
+        for dtype, s in sizes.items()
+    }
     fixed32, fixed64 = fixed[_F32], fixed[_F64]
 
     @njit
@@ -191,9 +271,27 @@ def _compiled(kernel, sizes: dict) -> tuple:
         _matmul_types(a, b, out)
         fixed = fixed32[MATMUL] if a.itemsize == 4 else fixed64[MATMUL]
         one = a.dtype.type(1.0)
-        _entry(shape, fixed, 1.0, 0.0, one, one - one, a.itemsize,
-               address(a), a.ctypes.data, a.shape, a.strides, address(b), b.ctypes.data, b.shape, b.strides,
-               address(out), out.ctypes.data, out.shape, out.strides)
+        _entry(
+            shape,
+            fixed,
+            1.0,
+            0.0,
+            one,
+            one - one,
+            a.itemsize,
+            address(a),
+            a.ctypes.data,
+            a.shape,
+            a.strides,
+            address(b),
+            b.ctypes.data,
+            b.shape,
+            b.strides,
+            address(out),
+            out.ctypes.data,
+            out.shape,
+            out.strides,
+        )
         return out
 
     @njit
@@ -201,9 +299,27 @@ def _compiled(kernel, sizes: dict) -> tuple:
         _gemm_types(alpha, a, b, beta, c)
         fixed = fixed32[GEMM] if a.itemsize == 4 else fixed64[GEMM]
         alpha64, beta64 = np.float64(alpha), np.float64(beta)
-        _entry(shape, fixed, alpha64, beta64, a.dtype.type(alpha64), a.dtype.type(beta64), a.itemsize,
-               address(a), a.ctypes.data, a.shape, a.strides, address(b), b.ctypes.data, b.shape, b.strides,
-               address(c), c.ctypes.data, c.shape, c.strides)
+        _entry(
+            shape,
+            fixed,
+            alpha64,
+            beta64,
+            a.dtype.type(alpha64),
+            a.dtype.type(beta64),
+            a.itemsize,
+            address(a),
+            a.ctypes.data,
+            a.shape,
+            a.strides,
+            address(b),
+            b.ctypes.data,
+            b.shape,
+            b.strides,
+            address(c),
+            c.ctypes.data,
+            c.shape,
+            c.strides,
+        )
         return c
 
     return matmul, gemm
@@ -257,14 +373,22 @@ class _FrozenAtCompile:
         return f"<function smallgemm.njit.{self.__name__}>"
 
 
-matmul = _FrozenAtCompile(0, "matmul", """matmul(a, b, out) -> out: out[...] = a @ b, from @numba.njit code.
+matmul = _FrozenAtCompile(
+    0,
+    "matmul",
+    """matmul(a, b, out) -> out: out[...] = a @ b, from @numba.njit code.
 
 a (m, k), b (k, n), out (m, n): 2-D arrays of one dtype, float32 or float64, any strides;
-out may overlap a or b.  The bits of ``smallgemm.matmul(a, b, out=out)``.""")
+out may overlap a or b.  The bits of ``smallgemm.matmul(a, b, out=out)``.""",
+)
 
-gemm = _FrozenAtCompile(1, "gemm", """gemm(alpha, a, b, beta, c) -> c: c[...] = alpha * a @ b + beta * c, from @numba.njit code.
+gemm = _FrozenAtCompile(
+    1,
+    "gemm",
+    """gemm(alpha, a, b, beta, c) -> c: c[...] = alpha * a @ b + beta * c, from @numba.njit code.
 
 a (m, k), b (k, n), c (m, n): 2-D arrays of one dtype, float32 or float64, any strides;
 alpha and beta real numbers.  c is not read when beta == 0; alpha == beta == 1 continues
 each element's FMA chain from c.  The bits of
-``smallgemm.gemm(alpha, a, b, beta=beta, c=c, overwrite_c=True)``.""")
+``smallgemm.gemm(alpha, a, b, beta=beta, c=c, overwrite_c=True)``.""",
+)

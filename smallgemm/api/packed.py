@@ -24,7 +24,9 @@ from ..plan.workspace import aligned_empty
 class PackedMatrix:
     """B (k x n, after the optional transpose) packed for one kernel and block sizes."""
 
-    def __init__(self, data: np.ndarray, shape: tuple[int, int], kernel_name: str, kc: int, nc: int, trans: bool):
+    def __init__(
+        self, data: np.ndarray, shape: tuple[int, int], kernel_name: str, kc: int, nc: int, trans: bool
+    ):
         self.data = data
         self.shape = shape
         self.dtype = data.dtype
@@ -39,8 +41,10 @@ class PackedMatrix:
         return self.data.nbytes
 
     def __repr__(self) -> str:
-        return (f"PackedMatrix(shape={self.shape}, dtype={self.dtype}, kernel={self.kernel_name!r}, "
-                f"trans={self.trans}, nbytes={self.nbytes})")
+        return (
+            f"PackedMatrix(shape={self.shape}, dtype={self.dtype}, kernel={self.kernel_name!r}, "
+            f"trans={self.trans}, nbytes={self.nbytes})"
+        )
 
     def unpacked(self) -> np.ndarray:
         """B again (k x n, C order), read back from the panels: for the first-use driver

@@ -53,7 +53,7 @@ def fma_gflops(dtype, bits: int, threads: int = 1, repeats: int = 5) -> float:
     dtype = np.dtype(dtype)
     shape = _BITS[bits]
     src = np.full(3 * shape.lanes(dtype.itemsize), 1.0, dtype=dtype)
-    src[shape.lanes(dtype.itemsize):] = 0.999999  # x * y stays bounded: no overflow to inf
+    src[shape.lanes(dtype.itemsize) :] = 0.999999  # x * y stays bounded: no overflow to inf
     flops = 2 * shape.lanes(dtype.itemsize) * shape.rows * shape.vectors * _ITERATIONS
     _fma_loop(shape, src, 10)
     barrier = threading.Barrier(threads)
@@ -91,5 +91,9 @@ def peak(threads: int | None = None) -> dict:
     for bits in _widths():
         for dtype in ("float32", "float64"):
             one = fma_gflops(dtype, bits, 1)
-            fma[f"{dtype}_{bits}"] = {"one_core": one, "all_cores": fma_gflops(dtype, bits, threads), "threads": threads}
+            fma[f"{dtype}_{bits}"] = {
+                "one_core": one,
+                "all_cores": fma_gflops(dtype, bits, threads),
+                "threads": threads,
+            }
     return {"fma_gflops": fma, "read_gb_per_s": read_bandwidth()}

@@ -29,15 +29,19 @@ _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _PLAIN = frozenset({np.ndarray, list, tuple, float, int, complex, bool})
 _OURS = frozenset({"casting", "order", "dtype", "subok"})  # ``out`` is matmul's own parameter
 _CASTINGS = frozenset({"no", "equiv", "safe", "same_kind", "unsafe"})
-_FLOAT_NAMES = {name: np.dtype(name) for name in ("f", "d", "f4", "f8", "float32", "float64", "single", "double")}
+_FLOAT_NAMES = {
+    name: np.dtype(name) for name in ("f", "d", "f4", "f8", "float32", "float64", "single", "double")
+}
 _ORDERS = {None: "K", "K": "K", "A": "A", "C": "C", "F": "F", "k": "K", "a": "A", "c": "C", "f": "F"}
 # NumPy 1 wraps subclass results by other rules (``__array_prepare__``, no ``return_scalar``):
 # there, subclass operands are its business.
 _NUMPY_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
 # (dtype, casting, order, subok) when no keyword is given.
 _DEFAULTS = (None, "same_kind", "K", True)
-_WRAP_DEPRECATED = ("__array_wrap__ must accept context and return_scalar arguments (positionally) in the "
-                    "future. (Deprecated NumPy 2.0)")
+_WRAP_DEPRECATED = (
+    "__array_wrap__ must accept context and return_scalar arguments (positionally) in the "
+    "future. (Deprecated NumPy 2.0)"
+)
 
 # product(a, b, out, dtype, casting, order): ``a @ b`` of two ndarrays into ``out`` (an ndarray)
 # or a new array; None where NumPy computes it or raises.
@@ -59,7 +63,8 @@ def call(product: Product, a: Any, b: Any, out: Any, keywords: dict[str, Any]) -
         target, return_scalar = None, False
     plain = type(a) is _NDARRAY and type(b) is _NDARRAY
     if (not plain and (_brings_its_own(a) or _brings_its_own(b))) or (
-        target is not None and type(target) is not _NDARRAY
+        target is not None
+        and type(target) is not _NDARRAY
         and (not isinstance(target, _NDARRAY) or _brings_its_own(target))
     ):
         return _numpy(a, b, out, keywords)
@@ -68,7 +73,9 @@ def call(product: Product, a: Any, b: Any, out: Any, keywords: dict[str, Any]) -
         a if type(a) is _NDARRAY else np.asarray(a),
         b if type(b) is _NDARRAY else np.asarray(b),
         None if target is None else target if type(target) is _NDARRAY else target.view(_NDARRAY),
-        dtype, casting, order,
+        dtype,
+        casting,
+        order,
     )
     if result is None:
         return _numpy(a, b, out, keywords)
@@ -128,10 +135,12 @@ def _brings_its_own(x: Any) -> bool:
     kind = type(x)
     if kind in _PLAIN:
         return False
-    return (_NUMPY_1 and isinstance(x, _NDARRAY)
-            or getattr(kind, "__array_ufunc__", _ARRAY_UFUNC) is not _ARRAY_UFUNC
-            or getattr(kind, "__array_function__", _ARRAY_FUNCTION) is not _ARRAY_FUNCTION
-            or (not isinstance(x, _NDARRAY) and hasattr(x, "__array_wrap__")))
+    return (
+        (_NUMPY_1 and isinstance(x, _NDARRAY))
+        or getattr(kind, "__array_ufunc__", _ARRAY_UFUNC) is not _ARRAY_UFUNC
+        or getattr(kind, "__array_function__", _ARRAY_FUNCTION) is not _ARRAY_FUNCTION
+        or (not isinstance(x, _NDARRAY) and hasattr(x, "__array_wrap__"))
+    )
 
 
 def _input_wrap(a: Any, b: Any) -> Callable | None:

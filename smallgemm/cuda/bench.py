@@ -94,8 +94,10 @@ def line(size: int, times: list[float], name: str, reference: float | None) -> s
     low, avg, high = min(times), sum(times) / len(times), max(times)
     gflops = 2.0 * size**3 / avg / 1e9
     share = f", {100 * reference / avg:6.1f} % of cuBLAS" if reference else ""
-    return (f"{name:>13}  M N K = {size:6d} {size:6d} {size:6d}, Time = {low:12.8f} {avg:12.8f} {high:12.8f} s, "
-            f"AVG Performance = {gflops:10.4f} Gflops{share}")
+    return (
+        f"{name:>13}  M N K = {size:6d} {size:6d} {size:6d}, Time = {low:12.8f} {avg:12.8f} {high:12.8f} s, "
+        f"AVG Performance = {gflops:10.4f} Gflops{share}"
+    )
 
 
 def check(size: int, dtype: np.dtype, kernels: list[str]) -> str:
@@ -112,8 +114,9 @@ def check(size: int, dtype: np.dtype, kernels: list[str]) -> str:
         expected, against = smallgemm.matmul(a, b), "smallgemm.matmul (CPU, exact)"
     same = [name for name in kernels if np.array_equal(matmul(a, b, kernel=name), expected)]
     differ = sorted(set(kernels) - set(same))
-    return (f"bits: {size}^3 {dtype.name}: " + (f"every kernel equals {against}" if not differ
-            else f"{', '.join(differ)} differ from {against}"))
+    return f"bits: {size}^3 {dtype.name}: " + (
+        f"every kernel equals {against}" if not differ else f"{', '.join(differ)} differ from {against}"
+    )
 
 
 def device_name() -> str:

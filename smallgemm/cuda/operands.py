@@ -39,7 +39,9 @@ def operand(x, name: str) -> Operand:
     else:
         result = Operand(np.asarray(x), False)
     if result.dtype not in _FAST:
-        raise TypeError(f"matmul: {name} has dtype {result.dtype}; smallgemm.cuda supports float32 and float64")
+        raise TypeError(
+            f"matmul: {name} has dtype {result.dtype}; smallgemm.cuda supports float32 and float64"
+        )
     return result
 
 
@@ -69,7 +71,7 @@ def _extent(x) -> tuple[int, int] | None:
     if interface is None:
         return None
     start = interface["data"][0]
-    strides = interface["strides"] or tuple(np.cumprod((1,) + tuple(x.shape[:0:-1]))[::-1] * x.dtype.itemsize)
+    strides = interface["strides"] or tuple(np.cumprod((1, *tuple(x.shape[:0:-1])))[::-1] * x.dtype.itemsize)
     low = sum(min(0, (d - 1) * s) for d, s in zip(x.shape, strides))
     high = sum(max(0, (d - 1) * s) for d, s in zip(x.shape, strides)) + x.dtype.itemsize
     return start + low, start + high

@@ -37,7 +37,9 @@ def matmul(a: Any, b: Any, out: Any = None, kernel: str = "register", memory_lim
     (docs/gpu.md); the bits are the same.
     """
     if kernel not in KERNELS:
-        raise ValueError(f"smallgemm.cuda.matmul: unknown kernel {kernel!r}; the kernels are {', '.join(KERNELS)}")
+        raise ValueError(
+            f"smallgemm.cuda.matmul: unknown kernel {kernel!r}; the kernels are {', '.join(KERNELS)}"
+        )
     left, right = operand(a, "a"), operand(b, "b")
     shape, squeeze = _checked_shapes(left, right)
     dtype = np.result_type(left.dtype, right.dtype)
@@ -57,8 +59,11 @@ def matmul(a: Any, b: Any, out: Any = None, kernel: str = "register", memory_lim
             return _delivered(c, target, shape, squeeze, left.cupy or right.cupy)
     da = a2 if left.on_device else to_device(a2)
     db = b2 if right.on_device else to_device(b2)
-    direct = (target is not None and target.on_device
-              and not (may_share_memory(target.array, da) or may_share_memory(target.array, db)))
+    direct = (
+        target is not None
+        and target.on_device
+        and not (may_share_memory(target.array, da) or may_share_memory(target.array, db))
+    )
     dc = _as_matrix(target, row=squeeze[0]) if direct else cuda.device_array((m, n), dtype)
     if k == 0:
         fill_zeros(dc)  # NumPy's empty sum
@@ -66,19 +71,21 @@ def matmul(a: Any, b: Any, out: Any = None, kernel: str = "register", memory_lim
         ladder.launch(da, db, dc)
     if direct:
         return target.array
-    return _delivered(dc if on_device else dc.copy_to_host(), target, shape, squeeze,
-                      left.cupy or right.cupy)
+    return _delivered(dc if on_device else dc.copy_to_host(), target, shape, squeeze, left.cupy or right.cupy)
 
 
 def _checked_shapes(left: Operand, right: Operand) -> tuple[tuple[int, ...], tuple[bool, bool]]:
     """The result's shape and which operands are vectors; matmul's ValueError otherwise."""
     for number, x in enumerate((left, right)):
         if len(x.shape) == 0:
-            raise ValueError(f"matmul: Input operand {number} does not have enough dimensions (has 0, gufunc core "
-                             "with signature (n?,k),(k,m?)->(n?,m?) requires 1)")
+            raise ValueError(
+                f"matmul: Input operand {number} does not have enough dimensions (has 0, gufunc core "
+                "with signature (n?,k),(k,m?)->(n?,m?) requires 1)"
+            )
         if len(x.shape) > 2:
-            raise ValueError(f"smallgemm.cuda.matmul: operands are 1-D or 2-D, got shapes {left.shape} and "
-                             f"{right.shape}")
+            raise ValueError(
+                f"smallgemm.cuda.matmul: operands are 1-D or 2-D, got shapes {left.shape} and {right.shape}"
+            )
     # Shape-only stand-ins (no memory) for the CPU API's checks and wording.
     stand_a, stand_b = (as_strided(np.empty(1, np.int8), x.shape, (0,) * len(x.shape)) for x in (left, right))
     pa, pb, vector_a, vector_b = promoted(stand_a, stand_b)
@@ -87,8 +94,11 @@ def _checked_shapes(left: Operand, right: Operand) -> tuple[tuple[int, ...], tup
 
 
 def _checked_out(out, shape: tuple[int, ...], dtype: np.dtype) -> Operand:
-    if not (isinstance(out, np.ndarray) or getattr(out, "__cuda_ndarray__", False)
-            or hasattr(out, "__cuda_array_interface__")):
+    if not (
+        isinstance(out, np.ndarray)
+        or getattr(out, "__cuda_ndarray__", False)
+        or hasattr(out, "__cuda_array_interface__")
+    ):
         raise TypeError(f"matmul: out must be a numpy array or a device array, got {type(out).__name__}")
     target = operand(out, "out")
     if target.shape != shape:

@@ -36,8 +36,10 @@ class PtxSummary:
 
     def line(self) -> str:
         layout = f"A {'k' if self.a_k_fast else 'i'}-fast, B {'n' if self.b_n_fast else 'k'}-fast"
-        return (f"{self.kernel:>13} {self.dtype:<7} {layout:<20} fma {self.fma:4d}   ld.shared {self.shared_loads:4d} "
-                f"(vector {self.shared_vector_loads})   local memory {self.local_accesses}")
+        return (
+            f"{self.kernel:>13} {self.dtype:<7} {layout:<20} fma {self.fma:4d}   ld.shared {self.shared_loads:4d} "
+            f"(vector {self.shared_vector_loads})   local memory {self.local_accesses}"
+        )
 
 
 @contextlib.contextmanager
@@ -60,8 +62,9 @@ def _target(cc: tuple[int, int]) -> Iterator[None]:
         dispatcher.get_current_device = original
 
 
-def ptx(name: str, dtype: np.dtype, a_k_fast: bool = True, b_n_fast: bool = True,
-        cc: tuple[int, int] = (9, 0)) -> str:
+def ptx(
+    name: str, dtype: np.dtype, a_k_fast: bool = True, b_n_fast: bool = True, cc: tuple[int, int] = (9, 0)
+) -> str:
     """The PTX of kernel ``name`` accumulating in ``dtype``, for strided operands laid out as given."""
     if simulated():
         raise RuntimeError("PTX needs numba-cuda's compiler: unset NUMBA_ENABLE_CUDASIM")
@@ -77,11 +80,22 @@ def summary(name: str, dtype: np.dtype, a_k_fast: bool, b_n_fast: bool, text: st
     def count(pattern: str) -> int:
         return len(re.findall(pattern, text))
 
-    return PtxSummary(name, np.dtype(dtype).name, a_k_fast, b_n_fast, count(r"\bfma\.rn\.f(32|64)\b"),
-                      count(r"\bld\.shared\."), count(r"\bld\.shared\.v[24]\."), count(r"\b(ld|st)\.local\."))
+    return PtxSummary(
+        name,
+        np.dtype(dtype).name,
+        a_k_fast,
+        b_n_fast,
+        count(r"\bfma\.rn\.f(32|64)\b"),
+        count(r"\bld\.shared\."),
+        count(r"\bld\.shared\.v[24]\."),
+        count(r"\b(ld|st)\.local\."),
+    )
 
 
 def layouts(name: str) -> list[tuple[bool, bool]]:
     """The operand layouts a kernel is compiled for: both, or one where it reads any alike."""
-    return [(True, True), (False, False), (True, False), (False, True)] if KERNELS[name].layout_aware \
+    return (
+        [(True, True), (False, False), (True, False), (False, True)]
+        if KERNELS[name].layout_aware
         else [(True, True)]
+    )

@@ -56,8 +56,11 @@ def device_bytes(m: int, n: int, k: int, itemsizes: tuple[int, int, int], panels
     """Device memory the schedule allocates: ``slots`` of each operand's panel size."""
     sa, sb, sc = itemsizes
     a_slots, b_slots, c_slots = slots(m, n, k, panels)
-    return (a_slots * panels.rows * panels.depth * sa + b_slots * panels.depth * panels.cols * sb
-            + c_slots * panels.rows * panels.cols * sc)
+    return (
+        a_slots * panels.rows * panels.depth * sa
+        + b_slots * panels.depth * panels.cols * sb
+        + c_slots * panels.rows * panels.cols * sc
+    )
 
 
 def copies(m: int, n: int, k: int, panels: Panels) -> tuple[int, int]:
@@ -95,14 +98,16 @@ def _tallest(m: int, fits, tile: int) -> int:
     return lo - lo % tile if lo >= tile else lo
 
 
-def choose(m: int, n: int, k: int, itemsizes: tuple[int, int, int], limit: int,
-           tile_rows: int, tile_cols: int) -> Panels:
+def choose(
+    m: int, n: int, k: int, itemsizes: tuple[int, int, int], limit: int, tile_rows: int, tile_cols: int
+) -> Panels:
     """The panels that copy the least within ``limit`` bytes of device memory."""
     best = None
     cols = n
     while True:
-        rows = _tallest(m, lambda r, cols=cols: device_bytes(m, n, k, itemsizes, Panels(r, cols, k)) <= limit,
-                        tile_rows)
+        rows = _tallest(
+            m, lambda r, cols=cols: device_bytes(m, n, k, itemsizes, Panels(r, cols, k)) <= limit, tile_rows
+        )
         if rows >= min(m, tile_rows):
             panels = Panels(rows, cols, k)
             cost = traffic(m, n, k, itemsizes, panels)
@@ -116,8 +121,10 @@ def choose(m: int, n: int, k: int, itemsizes: tuple[int, int, int], limit: int,
     rows, cols = min(m, tile_rows), min(n, tile_cols)
     depth = _tallest(k, lambda d: device_bytes(m, n, k, itemsizes, Panels(rows, cols, d)) <= limit, 1)
     if depth < 1:
-        raise MemoryError(f"smallgemm.cuda.matmul: a memory limit of {limit} bytes cannot hold one "
-                          f"{rows} x {cols} block of C and its panels")
+        raise MemoryError(
+            f"smallgemm.cuda.matmul: a memory limit of {limit} bytes cannot hold one "
+            f"{rows} x {cols} block of C and its panels"
+        )
     return Panels(rows, cols, depth)
 
 

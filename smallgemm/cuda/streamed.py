@@ -40,8 +40,10 @@ class _Panels:
 
     def __init__(self, source: np.ndarray, size: int, count: int) -> None:
         self.source = source
-        self.slots = [_Slot(cuda.device_array(size, source.dtype), cuda.pinned_array(size, source.dtype))
-                      for _ in range(count)]
+        self.slots = [
+            _Slot(cuda.device_array(size, source.dtype), cuda.pinned_array(size, source.dtype))
+            for _ in range(count)
+        ]
         self.copies = 0
 
     def get(self, key: tuple, rows: slice, cols: slice, step: int, stream) -> tuple[_Slot, object]:
@@ -74,8 +76,10 @@ def run(kernel: LadderKernel, a: np.ndarray, b: np.ndarray, c: np.ndarray, panel
     a_panels = _Panels(a, panels.rows * panels.depth, a_count)
     b_panels = _Panels(b, panels.depth * panels.cols, b_count)
     size = panels.rows * panels.cols
-    c_slots = [(cuda.device_array(size, c.dtype), cuda.pinned_array(size, c.dtype), cuda.event())
-               for _ in range(c_count)]
+    c_slots = [
+        (cuda.device_array(size, c.dtype), cuda.pinned_array(size, c.dtype), cuda.event())
+        for _ in range(c_count)
+    ]
     pending = None  # (rows, cols, staging, event) of the block being copied back
     for number, step in enumerate(order(m, n, k, panels)):
         rows = slice(step.i * panels.rows, min(m, (step.i + 1) * panels.rows))
@@ -87,14 +91,14 @@ def run(kernel: LadderKernel, a: np.ndarray, b: np.ndarray, c: np.ndarray, panel
         b_slot, b_dev = b_panels.get((step.chunk, step.j), depth, cols, number, stream)
         c_dev, c_staging, c_done = c_slots[step.block % c_count]
         shape = (rows.stop - rows.start, cols.stop - cols.start)
-        block = c_dev[:shape[0] * shape[1]].reshape(shape)
+        block = c_dev[: shape[0] * shape[1]].reshape(shape)
         a_slot.loaded.wait(stream)
         b_slot.loaded.wait(stream)
         kernel.launch(a_dev, b_dev, block, accumulate=step.chunk > 0, stream=stream)
         a_slot.released[lane].record(stream)
         b_slot.released[lane].record(stream)
         if depth.stop == k:  # the block is done: copy it back, and move the one before out
-            staging = c_staging[:block.size].reshape(shape)
+            staging = c_staging[: block.size].reshape(shape)
             block.copy_to_host(staging, stream=stream)
             c_done.record(stream)
             if pending is not None:

@@ -38,8 +38,10 @@ _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 def _no_dimensions(a: da.Array, b: da.Array) -> ValueError:
     """NumPy's error for a 0-d operand."""
-    return ValueError(f"matmul: Input operand {0 if a.ndim == 0 else 1} does not have enough dimensions (has 0, "
-                      "gufunc core with signature (n?,k),(k,m?)->(n?,m?) requires 1)")
+    return ValueError(
+        f"matmul: Input operand {0 if a.ndim == 0 else 1} does not have enough dimensions (has 0, "
+        "gufunc core with signature (n?,k),(k,m?)->(n?,m?) requires 1)"
+    )
 
 
 def matmul(a: ArrayLike, b: ArrayLike) -> da.Array:
@@ -73,8 +75,9 @@ def matmul(a: ArrayLike, b: ArrayLike) -> da.Array:
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise shape_error(a_shape, b_shape,
-                           f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
+        raise shape_error(
+            a_shape, b_shape, f"batch dimensions {a.shape[:-2]} and {b.shape[:-2]} do not broadcast"
+        ) from None
     ndim = max(a.ndim, b.ndim)
     a = a[(np.newaxis,) * (ndim - a.ndim)] if a.ndim < ndim else a
     b = b[(np.newaxis,) * (ndim - b.ndim)] if b.ndim < ndim else b
@@ -88,8 +91,15 @@ def matmul(a: ArrayLike, b: ArrayLike) -> da.Array:
     return product
 
 
-def gemm(alpha: float, a: ArrayLike, b: ArrayLike, beta: float = 0.0, c: ArrayLike | None = None,
-         trans_a: bool = False, trans_b: bool = False) -> da.Array:
+def gemm(
+    alpha: float,
+    a: ArrayLike,
+    b: ArrayLike,
+    beta: float = 0.0,
+    c: ArrayLike | None = None,
+    trans_a: bool = False,
+    trans_b: bool = False,
+) -> da.Array:
     """``alpha * op(a) @ op(b) + beta * c`` as a ``dask.array.Array``, op(x) being x or x.T.
 
     ``smallgemm.gemm``'s convention and result, bit for bit: each element's chain
@@ -113,8 +123,10 @@ def gemm(alpha: float, a: ArrayLike, b: ArrayLike, beta: float = 0.0, c: ArrayLi
     op_a, op_b = operators(a, b, trans_a, trans_b)
     shape = (op_a.shape[0], op_b.shape[1])
     if c is not None and c.shape != shape:
-        raise ValueError(f"gemm: c has shape {c.shape} but op(a) @ op(b) (op(a) {op_a.shape}, op(b) {op_b.shape}) "
-                         f"has shape {shape}")
+        raise ValueError(
+            f"gemm: c has shape {c.shape} but op(a) @ op(b) (op(a) {op_a.shape}, op(b) {op_b.shape}) "
+            f"has shape {shape}"
+        )
     dtype = np.result_type(*(x.dtype for _, x in operands))
     if c is None:
         beta = 0.0

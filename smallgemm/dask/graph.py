@@ -46,8 +46,14 @@ def _block_index(x: da.Array, at: tuple[int, ...], out_shape: tuple[int, ...]) -
     return tuple(0 if x.shape[d] != out_shape[d] else at[d] for d in range(len(at)))
 
 
-def chain_product(a: da.Array, b: da.Array, dtype: np.dtype, alpha: float = 1.0, beta: float = 0.0,
-                  c: da.Array | None = None) -> da.Array:
+def chain_product(
+    a: da.Array,
+    b: da.Array,
+    dtype: np.dtype,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    c: da.Array | None = None,
+) -> da.Array:
     """alpha * a @ b + beta * c by smallgemm's exact rule, block by block.
 
     ``a`` (batch..., m, k) and ``b`` (batch..., k, n) have the same number of
@@ -58,15 +64,13 @@ def chain_product(a: da.Array, b: da.Array, dtype: np.dtype, alpha: float = 1.0,
     """
     batch = a.ndim - 2
     batch_shape = tuple(max(a.shape[d], b.shape[d]) for d in range(batch))
-    shape = batch_shape + (a.shape[-2], b.shape[-1])
+    shape = (*batch_shape, a.shape[-2], b.shape[-1])
     batch_chunks = tuple(a.chunks[d] if a.shape[d] == batch_shape[d] else b.chunks[d] for d in range(batch))
-    chunks = batch_chunks + (a.chunks[-2], b.chunks[-1])
+    chunks = (*batch_chunks, a.chunks[-2], b.chunks[-1])
     continued = alpha == 1 and beta == 1
     scaled = not continued and (alpha != 1 or beta != 0)
-    if c is not None and (continued or beta != 0):
-        c = c.astype(dtype).rechunk(chunks)  # astype: a no-op for c of dtype
-    else:
-        c = None
+    # astype: a no-op for c of dtype
+    c = c.astype(dtype).rechunk(chunks) if c is not None and (continued or beta != 0) else None
 
     token = tokenize(a, b, c, dtype, alpha, beta)
     name = f"smallgemm-matmul-{token}"

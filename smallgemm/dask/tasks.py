@@ -48,7 +48,10 @@ def _local_pool_size(thread: threading.Thread) -> int | None:
     threaded = sys.modules.get("dask.threaded")
     if threaded is None:
         return None
-    pools = [threaded.default_pool, *(pool for by_size in list(threaded.pools.values()) for pool in by_size.values())]
+    pools = [
+        threaded.default_pool,
+        *(pool for by_size in list(threaded.pools.values()) for pool in by_size.values()),
+    ]
     for pool in pools:
         # A ThreadPoolExecutor names its threads f"{prefix}_{i}" (a thread may run its first
         # task before the pool adds it to its set of threads).
@@ -161,5 +164,5 @@ def finish(sums: np.ndarray, alpha: float, beta: float, c_block) -> np.ndarray:
     out = np.array(c_block, dtype=dtype)
     rows = max(1, _FINISH_STRIP_BYTES // max(1, sums.shape[1] * dtype.itemsize))
     for top in range(0, sums.shape[0], rows):
-        runners.scale_add(prep, alpha, sums[top:top + rows], beta, out[top:top + rows])
+        runners.scale_add(prep, alpha, sums[top : top + rows], beta, out[top : top + rows])
     return out

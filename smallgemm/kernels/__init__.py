@@ -15,7 +15,7 @@ from .kernel import Kernel
 from .microkernel import microkernel
 from .portable import KERNEL as PORTABLE
 
-__all__ = ["BySize", "Kernel", "KernelConfig", "KERNELS", "VendorCorrection", "kernel_by_name", "microkernel"]
+__all__ = ["KERNELS", "BySize", "Kernel", "KernelConfig", "VendorCorrection", "kernel_by_name", "microkernel"]
 
 KERNELS: tuple[Kernel, ...] = (AVX512, AVX2, PORTABLE)
 

@@ -63,7 +63,8 @@ class KernelConfig:
     nc_max: int = 4096
     # MC and NC caps by CPU vendor (``cpu.vendor()``).
     vendor_corrections: Mapping[str, VendorCorrection] = field(
-        default_factory=lambda: {"GenuineIntel": INTEL_L2})
+        default_factory=lambda: {"GenuineIntel": INTEL_L2}
+    )
     # Rows of A all threads share as one packed block are at most this many L2s of packed
     # A; beyond, each worker's own MC-row blocks win (two threads, float32, 2 MiB L2:
     # one shared block 4-14 % faster up to 768 rows, 8 % slower at 2048).
@@ -91,4 +92,3 @@ class KernelConfig:
     parallel_min_stream: int = 1 << 18
     # Split-K partial sums are kept below this many elements (KC blocks x m x n).
     split_k_max_elements: int = 1 << 22
-

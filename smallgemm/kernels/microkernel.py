@@ -68,7 +68,25 @@ def packed_steps(shape, tile, start, end, a, a_off, b, b_off):
 
 @njit(cache=True)
 def direct_microkernel(
-    shape, kc, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch
+    shape,
+    kc,
+    a,
+    a_off,
+    rs_a,
+    cs_a,
+    b,
+    b_off,
+    rs_b,
+    c,
+    c_off,
+    rs_c,
+    cs_c,
+    rows,
+    cols,
+    alpha,
+    beta,
+    mode,
+    scratch,
 ):
     """The microkernel on unpacked operands: A with any strides, B with unit-stride rows.
 
@@ -86,8 +104,21 @@ def direct_microkernel(
         for p0 in range(0, kc, line):
             for i in range(rows):
                 prefetch_read(a, a_off + i * rs_a + p0 + PREFETCH_STEPS)
-            tile = direct_steps(shape, tile, min(line, kc - p0), a, a_off + p0, rs_a, 1, rows, b, b_off + p0 * rs_b,
-                                rs_b, cols, None)
+            tile = direct_steps(
+                shape,
+                tile,
+                min(line, kc - p0),
+                a,
+                a_off + p0,
+                rs_a,
+                1,
+                rows,
+                b,
+                b_off + p0 * rs_b,
+                rs_b,
+                cols,
+                None,
+            )
     else:
         tile = direct_steps(shape, tile, kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
@@ -105,10 +136,14 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
     nr = tile_cols(shape, b)
     if cols == nr:
         for p in range(steps):
-            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, kept, p * nr)
+            tile = tile_rank1_direct(
+                tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, kept, p * nr
+            )
     else:
         for p in range(steps):
-            tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, kept, p * nr)
+            tile = tile_rank1_direct(
+                tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, kept, p * nr
+            )
     return tile
 
 

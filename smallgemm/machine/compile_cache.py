@@ -41,7 +41,7 @@ except ImportError:  # Windows
 
 # Numba's list of cache locator classes, tried in order for each cached
 # function (``CacheImpl`` in recent Numba releases, ``_CacheImpl`` in older ones).
-_CACHE_IMPL = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
+_CACHE_IMPL = getattr(caching, "CacheImpl", None) or caching._CacheImpl
 
 _watched_roots: list[str] = []
 
@@ -52,7 +52,7 @@ _watched_roots: list[str] = []
 UNCACHED_SUBPACKAGES = frozenset({"cuda", "dask", "nn"})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_fingerprint(root: str) -> str:
     """A hash of the relative paths and contents of every ``.py`` file under ``root``, but
     those in ``UNCACHED_SUBPACKAGES`` directly under it."""

@@ -70,14 +70,14 @@ def _read_sysfs_caches(root: Path) -> dict[int, CacheLevel]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def caches(root: Path = _SYSFS_CACHE) -> tuple[CacheLevel, CacheLevel, CacheLevel]:
     """(L1d, L2, L3) of one core; missing or unreadable levels take the defaults."""
     found = _read_sysfs_caches(root) if root.is_dir() else {}
     return tuple(found.get(d.level, d) for d in _DEFAULT_CACHES)  # type: ignore[return-value]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def features() -> frozenset[str]:
     """SIMD features of the host as LLVM names them (``avx512f``, ``fma``, ``neon``...)."""
     raw = llvm.get_host_cpu_features()
@@ -95,12 +95,12 @@ def _cpuinfo_field(name: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def model_name() -> str:
     return _cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def vendor() -> str:
     """The CPU vendor as /proc/cpuinfo names it (``GenuineIntel``, ``AuthenticAMD``), or ""."""
     return _cpuinfo_field("vendor_id")

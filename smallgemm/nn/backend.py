@@ -59,7 +59,9 @@ def gemm(
     adds around the product (what NumPy code has to do).
     """
     if _backend == "smallgemm":
-        return smallgemm.gemm(alpha, a, b, beta=beta, c=c, trans_a=trans_a, trans_b=trans_b, overwrite_c=c is not None)
+        return smallgemm.gemm(
+            alpha, a, b, beta=beta, c=c, trans_a=trans_a, trans_b=trans_b, overwrite_c=c is not None
+        )
     op_a = a.T if trans_a else a
     op_b = b.T if trans_b else b
     if c is None or beta != 0.0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +38,6 @@ class Sequential:
 def mlp(sizes: Sequence[int], rng: np.random.Generator, dtype=np.float32) -> Sequential:
     """A multilayer perceptron ``Linear, ReLU, ..., Linear`` through the layer ``sizes``."""
     layers: list = []
-    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+    for fan_in, fan_out in itertools.pairwise(sizes):
         layers += [Linear(fan_in, fan_out, rng, dtype), ReLU()]
     return Sequential(*layers[:-1])  # no ReLU after the output layer

@@ -37,7 +37,11 @@ class Adam:
     """Adam (Kingma & Ba): steps scaled by running estimates of the gradient's moments."""
 
     def __init__(
-        self, params: Iterable[Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8
+        self,
+        params: Iterable[Parameter],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
     ) -> None:
         self.params = list(params)
         self.lr = lr

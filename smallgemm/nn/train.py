@@ -21,7 +21,9 @@ def minibatches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator[n
         yield order[start : start + batch_size]
 
 
-def train_step(model: Sequential, loss_fn: SoftmaxCrossEntropy, optimizer, x: np.ndarray, y: np.ndarray) -> float:
+def train_step(
+    model: Sequential, loss_fn: SoftmaxCrossEntropy, optimizer, x: np.ndarray, y: np.ndarray
+) -> float:
     """One forward, backward and optimizer step on the batch ``(x, y)``; returns its loss."""
     model.zero_grad()
     loss = loss_fn.forward(model.forward(x), y)

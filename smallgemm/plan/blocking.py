@@ -108,8 +108,13 @@ def analytic(kernel: Kernel, dtype: np.dtype, caches=None) -> BlockSizes:
     return BlockSizes(mc=mc, nc=analytic_nc(mr, nr, kc, mc, size, l3), kc=kc)
 
 
-def default(kernel: Kernel, dtype: np.dtype, caches=None, vendor: str | None = None,
-            config: KernelConfig | None = None) -> BlockSizes:
+def default(
+    kernel: Kernel,
+    dtype: np.dtype,
+    caches=None,
+    vendor: str | None = None,
+    config: KernelConfig | None = None,
+) -> BlockSizes:
     """Block sizes used when no tuned configuration applies: the configuration's KC (or
     the model's), cache-model MC/NC capped by the vendor's measured correction.
     ``vendor`` defaults to the host's, ``config`` to the kernel's."""

@@ -40,7 +40,7 @@ def _changed() -> None:
         listener()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def detect() -> Kernel:
     """The fastest kernel the host supports (the first of KERNELS that runs here)."""
     features = cpu.features()
@@ -78,7 +78,9 @@ def _summing_lane_wise(kernel: Kernel) -> Kernel:
     by name: hashing the kernel itself cost 1.4 us of every call)."""
     variant = _lane_wise.get(kernel.name)
     if variant is None:
-        variant = _lane_wise[kernel.name] = dataclasses.replace(kernel, gemv=dataclasses.replace(kernel.gemv, lane_sums=True))
+        variant = _lane_wise[kernel.name] = dataclasses.replace(
+            kernel, gemv=dataclasses.replace(kernel.gemv, lane_sums=True)
+        )
     return variant
 
 
@@ -143,8 +145,11 @@ def exact(exact: bool) -> Iterator[None]:
 
 
 def _renamed(old: str) -> None:
-    warnings.warn(f"smallgemm.{old} is deprecated: use smallgemm.{old.replace('batch_invariant', 'exact')}",
-                  DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"smallgemm.{old} is deprecated: use smallgemm.{old.replace('batch_invariant', 'exact')}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def set_batch_invariant(invariant: bool) -> None:

@@ -19,10 +19,29 @@ from numba import from_dtype, types
 
 from ..simd import TileShapeType
 
-KINDS = frozenset({
-    "shape", "narrow", "few", "gemv", "resident", "panel_rows", "scalar", "matrix", "out", "stack", "out_stack",
-    "vector", "out_vector", "buffer", "int", "bool", "offsets", "counter", "log",
-})
+KINDS = frozenset(
+    {
+        "shape",
+        "narrow",
+        "few",
+        "gemv",
+        "resident",
+        "panel_rows",
+        "scalar",
+        "matrix",
+        "out",
+        "stack",
+        "out_stack",
+        "vector",
+        "out_vector",
+        "buffer",
+        "int",
+        "bool",
+        "offsets",
+        "counter",
+        "log",
+    }
+)
 """The kinds an argument may be declared as (the keys of ``_argument_types``'s table)."""
 
 
@@ -103,7 +122,9 @@ class Entry:
             return True
         cache = self.dispatcher._cache  # Numba's FunctionCache: the index maps signatures to data files
         try:
-            key = cache._index_key(_argument_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen())
+            key = cache._index_key(
+                _argument_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen()
+            )
             cache_file = cache._cache_file
             data_name = cache_file._load_index().get(key)
         except (AttributeError, OSError):  # no cache (NullCache), or none readable
@@ -120,7 +141,9 @@ class Entry:
             with self._lock:  # compile (or load from the cache) once, even under threads
                 fn = self._compiled.get(key)
                 if fn is None:
-                    fn = self._compiled[key] = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
+                    fn = self._compiled[key] = self.dispatcher.compile(
+                        _argument_types(self.kinds, kernel, dtype)
+                    )
         return fn
 
 
@@ -134,8 +157,9 @@ def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, .
         detail = f"not declared: {missing}; not parameters: {extra}"
     else:
         at = next(i for i, (d, p) in enumerate(zip(declared, parameters)) if d != p)
-        detail = (f"out of order from position {at}: "
-                  f"{declared[at]!r} declared, {parameters[at]!r} in the function")
+        detail = (
+            f"out of order from position {at}: {declared[at]!r} declared, {parameters[at]!r} in the function"
+        )
     raise TypeError(
         f"entry {entry}: declared arguments ({', '.join(declared)}) are not the function's parameters "
         f"({', '.join(parameters)}): {detail}"

@@ -26,9 +26,9 @@ def pack_into(b: np.ndarray, nr: int, kc: int, nc: int, data: np.ndarray) -> Non
     """Pack B (k x n, any strides) into ``data`` in the prepacked layout."""
     k, n = b.shape
     for pc, depth, jc, cols, width, start in _slices(k, n, nr, kc, nc):
-        panels = data[start:start + depth * width].reshape(width // nr, depth, nr)
+        panels = data[start : start + depth * width].reshape(width // nr, depth, nr)
         block = np.zeros((depth, width), b.dtype)
-        block[:, :cols] = b[pc:pc + depth, jc:jc + cols]
+        block[:, :cols] = b[pc : pc + depth, jc : jc + cols]
         panels[...] = block.reshape(depth, width // nr, nr).transpose(1, 0, 2)
 
 
@@ -36,6 +36,6 @@ def unpack(data: np.ndarray, k: int, n: int, nr: int, kc: int, nc: int) -> np.nd
     """B (k x n, C order) read back from ``data`` in the prepacked layout."""
     b = np.empty((k, n), data.dtype)
     for pc, depth, jc, cols, width, start in _slices(k, n, nr, kc, nc):
-        panels = data[start:start + depth * width].reshape(width // nr, depth, nr)
-        b[pc:pc + depth, jc:jc + cols] = panels.transpose(1, 0, 2).reshape(depth, width)[:, :cols]
+        panels = data[start : start + depth * width].reshape(width // nr, depth, nr)
+        b[pc : pc + depth, jc : jc + cols] = panels.transpose(1, 0, 2).reshape(depth, width)[:, :cols]
     return b

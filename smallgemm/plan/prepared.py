@@ -31,7 +31,7 @@ class _FirstUse:
     threads, cold cache: 19 s, against 46 s with the four entries fetched at once).  A
     stand-in, not ``__getattr__``, which would slow every attribute read of a small call."""
 
-    __slots__ = ("prepared", "name", "entry", "bound")
+    __slots__ = ("bound", "entry", "name", "prepared")
 
     def __init__(self, prepared: _Prepared, name: str, entry: Entry, bound: tuple = ()):
         self.prepared, self.name, self.entry, self.bound = prepared, name, entry, bound
@@ -55,7 +55,13 @@ class _FirstSmall(_FirstUse):
     __slots__ = ("after", "not_yet")
 
     def __init__(
-        self, prepared: _Prepared, name: str, entry: Entry, bound: tuple, after: tuple[Entry, ...], not_yet: int
+        self,
+        prepared: _Prepared,
+        name: str,
+        entry: Entry,
+        bound: tuple,
+        after: tuple[Entry, ...],
+        not_yet: int,
     ):
         super().__init__(prepared, name, entry, bound)
         self.after, self.not_yet = after, not_yet
@@ -77,9 +83,31 @@ class _Prepared:
     (``rules.override_config`` and ``set_block_sizes`` rebuild them)."""
 
     __slots__ = (
-        "shape", "gemv", "lane_sums", "tiles", "narrow_cols", "turned_rows", "sizes", "workspace", "blocked",
-        "unpacked", "small", "small_scaled", "batched", "small_stack", "vector", "one", "zero", "shared_rows",
-        "one_thread_volume", "version", "kernel", "config", "dtype", "depth_sizes", "chain_sizes",
+        "batched",
+        "blocked",
+        "chain_sizes",
+        "config",
+        "depth_sizes",
+        "dtype",
+        "gemv",
+        "kernel",
+        "lane_sums",
+        "narrow_cols",
+        "one",
+        "one_thread_volume",
+        "shape",
+        "shared_rows",
+        "sizes",
+        "small",
+        "small_scaled",
+        "small_stack",
+        "tiles",
+        "turned_rows",
+        "unpacked",
+        "vector",
+        "version",
+        "workspace",
+        "zero",
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
@@ -99,21 +127,39 @@ class _Prepared:
         # The unpacked entry's arguments that do not change from call to call, bound once
         # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
         # its addresses, which unbox for nothing (this state keeps it alive).
-        fixed = (*self.tiles, self.chain_sizes.kc, self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data,
-                 config.unpacked_max_volume.of(dtype.itemsize), config.parallel_min_stream, config.few_rows_max)
+        fixed = (
+            *self.tiles,
+            self.chain_sizes.kc,
+            self.workspace.scratch.ctypes.data,
+            self.workspace.sums.ctypes.data,
+            config.unpacked_max_volume.of(dtype.itemsize),
+            config.parallel_min_stream,
+            config.few_rows_max,
+        )
         self.unpacked = _FirstUse(self, "unpacked", entries.UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.small = _FirstSmall(
-            self, "small", entries.UNPACKED, (*fixed, True, self.one, self.zero), (entries.UNPACKED,), SMALL_REFUSED
+            self,
+            "small",
+            entries.UNPACKED,
+            (*fixed, True, self.one, self.zero),
+            (entries.UNPACKED,),
+            SMALL_REFUSED,
         )
         # The same with alpha and beta given (gemm's way in).
-        self.small_scaled = _FirstSmall(self, "small_scaled", entries.UNPACKED, (*fixed, True), (entries.UNPACKED,), SMALL_REFUSED)
+        self.small_scaled = _FirstSmall(
+            self, "small_scaled", entries.UNPACKED, (*fixed, True), (entries.UNPACKED,), SMALL_REFUSED
+        )
         self.batched = _FirstUse(self, "batched", entries.BATCHED)
         # A stack of one small product runs on the unpacked entry: either tells that small
         # products are in use.
         self.small_stack = _FirstSmall(
-            self, "small_stack", entries.SMALL_STACK, (*fixed, config.parallel_min_stack_volume, self.one, self.zero),
-            (entries.BATCHED, entries.UNPACKED), SMALL_REFUSED,
+            self,
+            "small_stack",
+            entries.SMALL_STACK,
+            (*fixed, config.parallel_min_stack_volume, self.one, self.zero),
+            (entries.BATCHED, entries.UNPACKED),
+            SMALL_REFUSED,
         )
         self.vector = _FirstUse(self, "vector", entries.VECTOR)
         self.shared_rows = blocking.shared_block_rows(config, self.sizes, dtype)
@@ -172,4 +218,3 @@ def current_prepared(dtype: np.dtype) -> _Prepared:
     prep = local.last = prepared(dispatch.current(), dtype)
     local.generation = generation
     return prep
-

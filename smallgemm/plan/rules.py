@@ -69,6 +69,7 @@ def _forget_default_sizes() -> None:
     for key in [key for key in _block_sizes if key not in _set_explicitly]:
         del _block_sizes[key]
 
+
 # A tuned configuration is applied once, before block sizes are first read or
 # set (an explicit set_block_sizes then wins over it).  The loader is registered
 # by the package (smallgemm.tune.record.apply_configured): the plan does not reach
@@ -158,6 +159,7 @@ def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes 
     _set_explicitly.add(key)
     _bump_version()
 
+
 def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     """Whether a C at most half as wide as the narrow tile is computed turned over.
 
@@ -174,8 +176,12 @@ def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_co
     """
     k = a.shape[1]
     return (
-        1 < n and 2 * n <= narrow_cols and m > config.few_rows_max and k >= config.turned_narrow_min_depth
-        and m * k >= config.turned_narrow_min_a.of(a.itemsize) and a.strides[1] == a.itemsize
+        n > 1
+        and 2 * n <= narrow_cols
+        and m > config.few_rows_max
+        and k >= config.turned_narrow_min_depth
+        and m * k >= config.turned_narrow_min_a.of(a.itemsize)
+        and a.strides[1] == a.itemsize
     )
 
 
@@ -242,7 +248,14 @@ def _oriented(config: KernelConfig, a, b, c, narrow_cols):
 
 
 def _use_unpacked(
-    config: KernelConfig, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, narrow_cols: int, kc: int,
+    config: KernelConfig,
+    m: int,
+    n: int,
+    k: int,
+    a: np.ndarray,
+    b: np.ndarray,
+    narrow_cols: int,
+    kc: int,
     one_thread_volume: int,
 ) -> bool:
     """Unpacked when packing B whole costs more than it saves.
@@ -262,8 +275,11 @@ def _use_unpacked(
         if volume <= config.unpacked_max_volume.of(size) or m <= config.few_rows_max or n <= narrow_cols:
             return True
         return (
-            volume <= one_thread_volume and k <= kc and a.strides[1] == size
-            and a.strides[0] % ALIASED_ROW_BYTES != 0 and b.strides[0] % ALIASED_ROW_BYTES != 0
+            volume <= one_thread_volume
+            and k <= kc
+            and a.strides[1] == size
+            and a.strides[0] % ALIASED_ROW_BYTES != 0
+            and b.strides[0] % ALIASED_ROW_BYTES != 0
         )
     return m <= config.few_rows_max and b.strides[0] == size
 
@@ -276,14 +292,17 @@ def _each_on_all_workers(
     thresholds of ``run``) and too few to share out evenly (two on three workers,
     three on two: [3,4,4096] @ [3,4096,4096] on two threads, 10.7 ms shared out, 8.2
     as lone products)."""
-    return (worth_threads(config, m, n, k, unpacked, dtype) and count < TASKS_PER_WORKER * workers
-            and count % workers != 0)
+    return (
+        worth_threads(config, m, n, k, unpacked, dtype)
+        and count < TASKS_PER_WORKER * workers
+        and count % workers != 0
+    )
 
 
 def worth_threads(config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
     streamed = k * (m if n == 1 else n)
-    return (m * n * k >= config.parallel_min_volume.of(dtype.itemsize)
-            or (unpacked and streamed >= config.parallel_min_stream))
-
+    return m * n * k >= config.parallel_min_volume.of(dtype.itemsize) or (
+        unpacked and streamed >= config.parallel_min_stream
+    )

@@ -30,7 +30,6 @@ def scale(c: np.ndarray, beta: float) -> None:
         np.multiply(c, beta, out=c)
 
 
-
 def scale_add(prep, alpha: float, sums: np.ndarray, beta: float, c: np.ndarray) -> None:
     """C = fma(alpha, sums, beta*C) per element, with the kernel's multiply-add."""
     entries.SCALE_ADD.get(prep.kernel, prep.dtype)(prep.shape, prep.scalar(alpha), sums, prep.scalar(beta), c)
@@ -47,7 +46,6 @@ def in_parallel(run_parallel_path, *args) -> bool:
     return True
 
 
-
 def run_unpacked(prep, alpha, beta, a, b, c) -> None:
     """The unpacked product on the caller's thread."""
     prep.unpacked(False, prep.scalar(alpha), prep.scalar(beta), a, b, c)
@@ -58,8 +56,18 @@ def run_blocked(prep, alpha, beta, a, b, c) -> None:
     ws = prep.workspace
     sizes = prep.sizes_for_depth(a.shape[1])
     prep.blocked(
-        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c,
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+        prep.shape,
+        prep.scalar(alpha),
+        prep.scalar(beta),
+        a,
+        b,
+        c,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
     )
 
 
@@ -70,9 +78,20 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     kc = prep.chain_sizes.kc
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     entries.UNPACKED_PARALLEL.get(kernel, dtype)(
-        *prep.tiles, prep.scalar(alpha), prep.scalar(beta),
-        prep.one, prep.zero,
-        a, b, c, kc, workers, ws.scratch, ws.sums, _split_k_room(prep, m, n, k, kc), ws.counter,
+        *prep.tiles,
+        prep.scalar(alpha),
+        prep.scalar(beta),
+        prep.one,
+        prep.zero,
+        a,
+        b,
+        c,
+        kc,
+        workers,
+        ws.scratch,
+        ws.sums,
+        _split_k_room(prep, m, n, k, kc),
+        ws.counter,
     )
 
 
@@ -85,7 +104,9 @@ def _split_k_room(prep, m: int, n: int, k: int, kc: int) -> np.ndarray:
     or an empty array when k is one block or the slices would be too large."""
     k_blocks = -(-k // kc)
     elements = k_blocks * m * n
-    return np.empty(elements if 1 < k_blocks and elements <= prep.config.split_k_max_elements else 0, prep.dtype)
+    return np.empty(
+        elements if k_blocks > 1 and elements <= prep.config.split_k_max_elements else 0, prep.dtype
+    )
 
 
 def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LOG, log_rows=NO_LOG):
@@ -93,18 +114,45 @@ def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LO
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     sizes = prep.sizes_for_depth(a.shape[1])
     entries.PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c, sizes.mc, sizes.nc, sizes.kc, prep.shared_rows,
-        workers, ws.abuf, ws.bbuf, ws.scratch, ws.counter, log_b, log_rows,
+        prep.shape,
+        prep.scalar(alpha),
+        prep.scalar(beta),
+        a,
+        b,
+        c,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        prep.shared_rows,
+        workers,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
+        ws.counter,
+        log_b,
+        log_rows,
     )
-
 
 
 def run_batch_serial(prep, a, b, c, offsets, unpacked, sizes) -> None:
     """A stack's products one after the other on the caller's thread."""
     ws = prep.workspace
     prep.batched(
-        *prep.tiles, prep.one, prep.zero, a, b, c, *offsets, unpacked,
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch, ws.sums,
+        *prep.tiles,
+        prep.one,
+        prep.zero,
+        a,
+        b,
+        c,
+        *offsets,
+        unpacked,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
+        ws.sums,
     )
 
 
@@ -112,8 +160,23 @@ def run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, work
     """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, private_b=True)
     entries.BATCH_TASKS.get(kernel, dtype)(
-        *prep.tiles, prep.one, prep.zero, a, b, c, *offsets, unpacked,
-        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, ws.counter,
+        *prep.tiles,
+        prep.one,
+        prep.zero,
+        a,
+        b,
+        c,
+        *offsets,
+        unpacked,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        workers,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
+        ws.sums,
+        ws.counter,
     )
 
 
@@ -121,12 +184,36 @@ def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, siz
     """A stack's products, each in turn on ``workers`` workers (the parallel driver a lone
     product takes, with its split-K room when unpacked)."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
-    partial = _split_k_room(prep, a.shape[0], b.shape[1], a.shape[1], sizes.kc) if unpacked else _NO_PARTIAL[dtype.char]
+    partial = (
+        _split_k_room(prep, a.shape[0], b.shape[1], a.shape[1], sizes.kc)
+        if unpacked
+        else _NO_PARTIAL[dtype.char]
+    )
     one, zero = prep.one, prep.zero
     entries.BATCH_EACH_PARALLEL.get(kernel, dtype)(
-        *prep.tiles, one, zero, one, zero, a, b, c, *offsets, unpacked,
-        sizes.mc, sizes.nc, sizes.kc, prep.shared_rows, workers, ws.abuf, ws.bbuf, ws.scratch, ws.sums, partial,
-        ws.counter, NO_LOG, NO_LOG,
+        *prep.tiles,
+        one,
+        zero,
+        one,
+        zero,
+        a,
+        b,
+        c,
+        *offsets,
+        unpacked,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        prep.shared_rows,
+        workers,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
+        ws.sums,
+        partial,
+        ws.counter,
+        NO_LOG,
+        NO_LOG,
     )
 
 
@@ -145,7 +232,9 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     return prep.small(a, b, c)
 
 
-def run_small_scaled(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray, dtype: np.dtype) -> int:
+def run_small_scaled(
+    alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray, dtype: np.dtype
+) -> int:
     """C = alpha*A.B + beta*C if it is a small product: ``run_small`` with alpha and beta
     (gemm's way in for small matrices; beta == 0 never reads C).  Same arguments and
     answers as ``run_small``."""
@@ -154,7 +243,12 @@ def run_small_scaled(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c:
 
 
 def run_small_stack(
-    a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a: np.ndarray, offsets_b: np.ndarray, offsets_c: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray,
+    offsets_a: np.ndarray,
+    offsets_b: np.ndarray,
+    offsets_c: np.ndarray,
     dtype: np.dtype,
 ) -> int:
     """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
@@ -175,7 +269,16 @@ def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool)
     matmul's way in for a matrix and a vector, with none of the 2-D views."""
     prep = prepared.current_prepared(c.dtype)
     prep.vector(
-        prep.gemv, prep.lane_sums, prep.one, prep.zero, v, mat, c, prep.chain_sizes.kc, prep.workspace.sums, rows_of_mat
+        prep.gemv,
+        prep.lane_sums,
+        prep.one,
+        prep.zero,
+        v,
+        mat,
+        c,
+        prep.chain_sizes.kc,
+        prep.workspace.sums,
+        rows_of_mat,
     )
 
 
@@ -196,14 +299,34 @@ def run_prepacked(prep, alpha, a, packed, beta, c, few) -> None:
     n = packed.shape[1]
     if few:
         entries.PREPACKED_ROWS.get(kernel, prep.dtype)(
-            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
-            sizes.nc, sizes.kc, kernel.nr(prep.dtype), ws.scratch,
+            kernel.panel_rows(),
+            prep.scalar(alpha),
+            prep.scalar(beta),
+            a,
+            packed.data,
+            n,
+            c,
+            sizes.nc,
+            sizes.kc,
+            kernel.nr(prep.dtype),
+            ws.scratch,
         )
         return
     sizes = prep.sizes_for_depth(a.shape[1])
     entries.PREPACKED.get(kernel, prep.dtype)(
-        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
-        sizes.mc, sizes.nc, sizes.kc, ws.abuf, ws.bbuf, ws.scratch,
+        prep.shape,
+        prep.scalar(alpha),
+        prep.scalar(beta),
+        a,
+        packed.data,
+        n,
+        c,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        ws.abuf,
+        ws.bbuf,
+        ws.scratch,
     )
 
 
@@ -215,13 +338,35 @@ def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, worke
     ws = workspace.get(dtype, sizes, kernel.mr(), kernel.nr(dtype), workers)
     if few:
         entries.PREPACKED_ROWS_PARALLEL.get(kernel, dtype)(
-            kernel.panel_rows(), prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
-            sizes.nc, sizes.kc, kernel.nr(dtype), workers, ws.scratch, ws.counter,
+            kernel.panel_rows(),
+            prep.scalar(alpha),
+            prep.scalar(beta),
+            a,
+            packed.data,
+            n,
+            c,
+            sizes.nc,
+            sizes.kc,
+            kernel.nr(dtype),
+            workers,
+            ws.scratch,
+            ws.counter,
         )
         return
     sizes = prep.sizes_for_depth(a.shape[1])
     entries.PREPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c,
-        sizes.mc, sizes.nc, sizes.kc, workers, ws.abuf, ws.scratch, ws.counter,
+        prep.shape,
+        prep.scalar(alpha),
+        prep.scalar(beta),
+        a,
+        packed.data,
+        n,
+        c,
+        sizes.mc,
+        sizes.nc,
+        sizes.kc,
+        workers,
+        ws.abuf,
+        ws.scratch,
+        ws.counter,
     )
-

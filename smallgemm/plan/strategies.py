@@ -33,8 +33,25 @@ class Problem:
     """One call's operands and what the rules derive from them, each derived once, on
     demand (a product of ~50 us spends ~1 us here: no cached_property descriptors)."""
 
-    __slots__ = ("alpha", "beta", "a", "b", "c", "m", "n", "k", "workers", "offsets", "dtype", "swapped", "turned",
-                 "_prep", "_oriented", "_unpacked", "_form")
+    __slots__ = (
+        "_form",
+        "_oriented",
+        "_prep",
+        "_unpacked",
+        "a",
+        "alpha",
+        "b",
+        "beta",
+        "c",
+        "dtype",
+        "k",
+        "m",
+        "n",
+        "offsets",
+        "swapped",
+        "turned",
+        "workers",
+    )
 
     def __init__(self, alpha, a, b, beta, c, workers: int, offsets=None):
         self.alpha, self.beta, self.a, self.b, self.c = alpha, beta, a, b, c
@@ -59,8 +76,9 @@ class Problem:
         if self._oriented:
             return
         self._oriented = True
-        self.a, self.b, self.c, self.swapped = rules._oriented(self.prep.config, self.a, self.b, self.c,
-                                                                  self.prep.narrow_cols)
+        self.a, self.b, self.c, self.swapped = rules._oriented(
+            self.prep.config, self.a, self.b, self.c, self.prep.narrow_cols
+        )
         if self.swapped:
             self.m, self.n = self.n, self.m
             if self.offsets is not None:
@@ -82,8 +100,17 @@ class Problem:
             one_thread = self.workers == 1 or not rules.worth_threads(prep.config, m, n, k, True, self.dtype)
         else:
             one_thread = self.workers == 1
-        return rules._use_unpacked(prep.config, m, n, k, self.a, self.b, prep.narrow_cols, prep.sizes.kc,
-                                  prep.one_thread_volume if one_thread else 0)
+        return rules._use_unpacked(
+            prep.config,
+            m,
+            n,
+            k,
+            self.a,
+            self.b,
+            prep.narrow_cols,
+            prep.sizes.kc,
+            prep.one_thread_volume if one_thread else 0,
+        )
 
     @property
     def form(self) -> int:
@@ -91,8 +118,13 @@ class Problem:
         form = self._form
         if form is None:
             size = self.a.itemsize
-            form = self._form = unpacked_form(self.m, self.n, self.a.strides[1] // size, self.b.strides[0] // size,
-                                              self.b.strides[1] // size)
+            form = self._form = unpacked_form(
+                self.m,
+                self.n,
+                self.a.strides[1] // size,
+                self.b.strides[0] // size,
+                self.b.strides[1] // size,
+            )
         return form
 
     def replay(self, swapped: bool, turned: bool) -> None:
@@ -175,6 +207,7 @@ def choose(table: tuple[Strategy, ...], p: Problem) -> Strategy:
 
 # --- the rows' runners: each reads the placed problem ---------------------------------------
 
+
 def _unpacked_serial(p: Problem) -> None:
     runners.run_unpacked(p.prep, p.alpha, p.beta, p.a, p.b, p.c)
 
@@ -229,14 +262,25 @@ def _stack_serial(p: Problem) -> None:
 
 def _stack_each_parallel(p: Problem) -> None:
     prep = p.prep
-    runners.run_batch_each_parallel(prep, prep.kernel, p.dtype, p.a, p.b, p.c, p.offsets, p.unpacked,
-                                    _stack_sizes(p), p.workers)
+    runners.run_batch_each_parallel(
+        prep, prep.kernel, p.dtype, p.a, p.b, p.c, p.offsets, p.unpacked, _stack_sizes(p), p.workers
+    )
 
 
 def _stack_tasks(p: Problem) -> None:
     prep = p.prep
-    runners.run_batch_tasks(prep, prep.kernel, p.dtype, p.a, p.b, p.c, p.offsets, p.unpacked, _stack_sizes(p),
-                            min(p.workers, len(p.offsets[2])))
+    runners.run_batch_tasks(
+        prep,
+        prep.kernel,
+        p.dtype,
+        p.a,
+        p.b,
+        p.c,
+        p.offsets,
+        p.unpacked,
+        _stack_sizes(p),
+        min(p.workers, len(p.offsets[2])),
+    )
 
 
 # --- the tables ---------------------------------------------------------------------------------
@@ -246,71 +290,155 @@ _BLOCKED_ENTRIES = {"serial_entries": (entries.BLOCKED,), "parallel_entries": (e
 # A stack's serial entry (the small way in, SMALL_STACK, fetches itself: ``prepared._FirstSmall``).
 _STACK = (entries.BATCHED,)
 
-EMPTY = Strategy("empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None,
-                 lambda p: None)
-SCALE_ONLY = Strategy("scale only", "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
-                      lambda p: p.k == 0 or p.alpha == 0, None, lambda p: runners.scale(p.c, p.beta))
+EMPTY = Strategy(
+    "empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None, lambda p: None
+)
+SCALE_ONLY = Strategy(
+    "scale only",
+    "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
+    lambda p: p.k == 0 or p.alpha == 0,
+    None,
+    lambda p: runners.scale(p.c, p.beta),
+)
 
 
 PRODUCT = (
     EMPTY,
     SCALE_ONLY,
-    Strategy("continued chain", "gemm with alpha == beta == 1: each element's chain goes on from C "
-             "(the blocked loops, which read C into the tiles)", _continues_chain, _blocked_worth_threads,
-             _blocked_serial, _blocked_parallel, **_BLOCKED_ENTRIES),
-    Strategy("turned few rows",
-             "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
-             "C^T = W x^T, W's rows read in place", Problem.turn_few_rows, _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
-    Strategy("row dots", "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
-             lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS), _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
-    Strategy("transposing stream",
-             "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
-             lambda p: p.unpacked and p.form == TRANSPOSING_STREAM, _unpacked_worth_threads,
-             _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
-    Strategy("direct tiles",
-             "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
-             "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
-             "the kernel's one-thread volume (rules._use_unpacked)",
-             lambda p: p.unpacked, _unpacked_worth_threads, _unpacked_serial, _unpacked_parallel, **_UNPACKED_ENTRIES),
-    Strategy("blocked", "every other product: the five loops, A and B packed",
-             lambda p: True, _blocked_worth_threads, _blocked_serial, _blocked_parallel, chains_in_c=True,
-             **_BLOCKED_ENTRIES),
+    Strategy(
+        "continued chain",
+        "gemm with alpha == beta == 1: each element's chain goes on from C "
+        "(the blocked loops, which read C into the tiles)",
+        _continues_chain,
+        _blocked_worth_threads,
+        _blocked_serial,
+        _blocked_parallel,
+        **_BLOCKED_ENTRIES,
+    ),
+    Strategy(
+        "turned few rows",
+        "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
+        "C^T = W x^T, W's rows read in place",
+        Problem.turn_few_rows,
+        _unpacked_worth_threads,
+        _unpacked_serial,
+        _unpacked_parallel,
+        **_UNPACKED_ENTRIES,
+    ),
+    Strategy(
+        "row dots",
+        "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
+        lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS),
+        _unpacked_worth_threads,
+        _unpacked_serial,
+        _unpacked_parallel,
+        **_UNPACKED_ENTRIES,
+    ),
+    Strategy(
+        "transposing stream",
+        "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
+        lambda p: p.unpacked and p.form == TRANSPOSING_STREAM,
+        _unpacked_worth_threads,
+        _unpacked_serial,
+        _unpacked_parallel,
+        **_UNPACKED_ENTRIES,
+    ),
+    Strategy(
+        "direct tiles",
+        "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
+        "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
+        "the kernel's one-thread volume (rules._use_unpacked)",
+        lambda p: p.unpacked,
+        _unpacked_worth_threads,
+        _unpacked_serial,
+        _unpacked_parallel,
+        **_UNPACKED_ENTRIES,
+    ),
+    Strategy(
+        "blocked",
+        "every other product: the five loops, A and B packed",
+        lambda p: True,
+        _blocked_worth_threads,
+        _blocked_serial,
+        _blocked_parallel,
+        chains_in_c=True,
+        **_BLOCKED_ENTRIES,
+    ),
 )
 
 PREPACKED = (
     EMPTY,
     SCALE_ONLY,
-    Strategy("prepacked few rows", "fewer rows than the main tile's MR: the packed panels stream past the rows",
-             _few_prepacked, lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
-             lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
-             lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, True), chains_in_c=True,
-             serial_entries=(entries.PREPACKED_ROWS,), parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,)),
-    Strategy("prepacked", "the blocked loops with B packed ahead", lambda p: True,
-             lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
-             lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
-             lambda p: runners.run_prepacked_parallel(p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta,
-                                                      p.c, p.workers, False), chains_in_c=True,
-             serial_entries=(entries.PREPACKED,), parallel_entries=(entries.PREPACKED_PARALLEL,)),
+    Strategy(
+        "prepacked few rows",
+        "fewer rows than the main tile's MR: the packed panels stream past the rows",
+        _few_prepacked,
+        lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
+        lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
+        lambda p: runners.run_prepacked_parallel(
+            p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, True
+        ),
+        chains_in_c=True,
+        serial_entries=(entries.PREPACKED_ROWS,),
+        parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,),
+    ),
+    Strategy(
+        "prepacked",
+        "the blocked loops with B packed ahead",
+        lambda p: True,
+        lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
+        lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
+        lambda p: runners.run_prepacked_parallel(
+            p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, False
+        ),
+        chains_in_c=True,
+        serial_entries=(entries.PREPACKED,),
+        parallel_entries=(entries.PREPACKED_PARALLEL,),
+    ),
 )
 
 STACK = (
-    Strategy("lone product", "a stack of one: the lone product's row of PRODUCT",
-             lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
-             None, lambda p: run(1.0, p.a, p.b, 0.0, p.c)),
-    Strategy("stack, each product on all workers",
-             "products worth threads alone but too few to share out evenly (rules._each_on_all_workers)",
-             lambda p: p.workers > 1 and _stack_worth_threads(p) and rules._each_on_all_workers(
-                 p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype),
-             _stack_worth_threads, _stack_serial, _stack_each_parallel, serial_entries=_STACK,
-             parallel_entries=(entries.BATCH_EACH_PARALLEL,)),
-    Strategy("stack tasks", "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
-             lambda p: p.workers > 1 and _stack_worth_threads(p), _stack_worth_threads, _stack_serial, _stack_tasks,
-             serial_entries=_STACK, parallel_entries=(entries.BATCH_TASKS,)),
-    Strategy("stack serial", "every other stack: the products one after the other", lambda p: True, None,
-             _stack_serial, serial_entries=_STACK),
+    Strategy(
+        "lone product",
+        "a stack of one: the lone product's row of PRODUCT",
+        lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
+        None,
+        lambda p: run(1.0, p.a, p.b, 0.0, p.c),
+    ),
+    Strategy(
+        "stack, each product on all workers",
+        "products worth threads alone but too few to share out evenly (rules._each_on_all_workers)",
+        lambda p: (
+            p.workers > 1
+            and _stack_worth_threads(p)
+            and rules._each_on_all_workers(
+                p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype
+            )
+        ),
+        _stack_worth_threads,
+        _stack_serial,
+        _stack_each_parallel,
+        serial_entries=_STACK,
+        parallel_entries=(entries.BATCH_EACH_PARALLEL,),
+    ),
+    Strategy(
+        "stack tasks",
+        "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
+        lambda p: p.workers > 1 and _stack_worth_threads(p),
+        _stack_worth_threads,
+        _stack_serial,
+        _stack_tasks,
+        serial_entries=_STACK,
+        parallel_entries=(entries.BATCH_TASKS,),
+    ),
+    Strategy(
+        "stack serial",
+        "every other stack: the products one after the other",
+        lambda p: True,
+        None,
+        _stack_serial,
+        serial_entries=_STACK,
+    ),
 )
 
 
@@ -326,8 +454,18 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
     workers = threads.workers()
     p = Problem(alpha, a, b, beta, c, workers)
-    key = (c.dtype.char, a.shape, a.strides, b.shape, b.strides, c.strides, workers, alpha == 0,
-           alpha == 1 and beta == 1, rules._generation)
+    key = (
+        c.dtype.char,
+        a.shape,
+        a.strides,
+        b.shape,
+        b.strides,
+        c.strides,
+        workers,
+        alpha == 0,
+        alpha == 1 and beta == 1,
+        rules._generation,
+    )
     placed = _placed.get(key)
     if placed is None:
         strategy = choose(PRODUCT, p)

@@ -60,6 +60,7 @@ def first_use(mode: str) -> Iterator[None]:
     finally:
         set_first_use(previous)
 
+
 # The largest product (multiply-adds, a stack's in all) the first-use driver takes: about
 # a second at its speed, against the seconds that compiling would cost anyway.
 FIRST_USE_MAX_VOLUME = 1 << 34
@@ -131,11 +132,27 @@ def _pump(start: bool = True) -> None:
     _, kernel_name, dtype_name = state.queued[0]
     batch = [key for key in state.queued if key[1:] == (kernel_name, dtype_name)]
     state.queued = [key for key in state.queued if key not in batch]
-    command = [sys.executable, "-m", "smallgemm", "compile", "--quiet", "--kernel", kernel_name,
-               "--dtype", dtype_name, "--entry", ",".join(name for name, _, _ in batch)]
+    command = [
+        sys.executable,
+        "-m",
+        "smallgemm",
+        "compile",
+        "--quiet",
+        "--kernel",
+        kernel_name,
+        "--dtype",
+        dtype_name,
+        "--entry",
+        ",".join(name for name, _, _ in batch),
+    ]
     try:
-        state.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, env={**os.environ, "SMALLGEMM_FIRST_USE": COMPILE})
+        state.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "SMALLGEMM_FIRST_USE": COMPILE},
+        )
     except OSError:
         state.failed.update(batch)
         return

@@ -41,7 +41,9 @@ class Workspace:
 _local = threading.local()
 
 
-def get(dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1, private_b: bool = False) -> Workspace:
+def get(
+    dtype: np.dtype, sizes: BlockSizes, mr: int, nr: int, threads: int = 1, private_b: bool = False
+) -> Workspace:
     """This Python thread's workspace for these block sizes and workers, allocated on first use.
 
     ``private_b``: one B slice per worker (each computes products of its own)

@@ -8,13 +8,13 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .types import TileShape, TileType, _I64, _declare_fma, _float_pointer, _splat, _vector_ptr, _vector_type
 from .memory import _copy_args, _shape_constant, _tile_args
-from .tile import _lane_mask, _masked_load
 from .pack import _transpose
-
+from .tile import lane_mask, masked_load
+from .types import _I64, TileShape, TileType, _declare_fma, _float_pointer, _splat, _vector_ptr, _vector_type
 
 # --- row dots: a matrix with contiguous rows times one vector ------------------
+
 
 def _dot_shape(shape: TileShape, blocks: int = 1) -> TileShape:
     """The tile of a dot block: one row of ``blocks`` vectors of sums, ``shape``'s width
@@ -55,13 +55,15 @@ def _zeros_of(block_shape, name: str, doc: str):
 
 
 dot_zero = _zeros_of(
-    _dot_shape, "dot_zero",
+    _dot_shape,
+    "dot_zero",
     """A dot block of zeros for the shape's vectors and rule and the dtype of ``ptr``:
     a one-row tile whose lanes are rows of the matrix (``tile_store`` writes it out).""",
 )
 
 dot_pair_zero = _zeros_of(
-    _dot_pair_shape, "dot_pair_zero",
+    _dot_pair_shape,
+    "dot_pair_zero",
     """``dot_zero`` for a pair of row blocks (2 x LANES rows, two vectors of sums), whose
     two FMA chains ``dot_steps`` runs side by side.""",
 )
@@ -79,7 +81,7 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
     vec = _vector_type(s, dtype)
     lanes = vec.count
     fma = _declare_fma(builder.module, s.fused, vec)
-    mask = None if live is None else _lane_mask(builder, live, 0, lanes)
+    mask = None if live is None else lane_mask(builder, live, 0, lanes)
     last = builder.sub(rows, ir.Constant(_I64, 1))
 
     def splats(base):
@@ -87,7 +89,9 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
         for p in range(lanes):
             step = ir.Constant(_I64, p)
             taken = None if live is None else builder.icmp_signed("<", step, live)
-            at = step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))  # v past live_k unread
+            at = (
+                step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))
+            )  # v past live_k unread
             x = builder.load(builder.gep(vp, [builder.add(base, builder.mul(at, vstride))]))
             steps.append((_splat(builder, x, vec), taken))
         return steps
@@ -100,9 +104,11 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
             row = builder.select(builder.icmp_signed("<", row, rows), row, last)
             offsets.append(builder.add(moff, builder.mul(row, ld)))
         if mask is None:
-            columns = _transpose(builder, [builder.load(_vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes)
+            columns = _transpose(
+                builder, [builder.load(_vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes
+            )
         else:
-            columns = _transpose(builder, [_masked_load(builder, mp, o, vec, mask) for o in offsets], lanes)
+            columns = _transpose(builder, [masked_load(builder, mp, o, vec, mask) for o in offsets], lanes)
         sums = builder.extract_value(acc, g)
         for p, (x, taken) in enumerate(steps):
             step = builder.call(fma, [x, columns[p], sums])
@@ -183,11 +189,14 @@ def _lane_dot_shape(shape: TileShape) -> TileShape:
 
 
 lane_dot_width = _shape_constant(lambda s, size: 2 * s.lanes(size), needs_pointer=True)
-lane_dot_width.__doc__ = "lane_dot_width(shape, ptr): k steps one ``lane_dot_steps`` takes, a compile-time constant."
+lane_dot_width.__doc__ = (
+    "lane_dot_width(shape, ptr): k steps one ``lane_dot_steps`` takes, a compile-time constant."
+)
 
 
 lane_dot_zero = _zeros_of(
-    _lane_dot_shape, "lane_dot_zero",
+    _lane_dot_shape,
+    "lane_dot_zero",
     "A block of lane-wise row dots at zero, for the shape's width and rule and the dtype of ``ptr``.",
 )
 
@@ -203,7 +212,7 @@ def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live)
         at = builder.add(off, ir.Constant(_I64, half * lanes))
         if live is None:
             return builder.load(_vector_ptr(builder, ptr, at, vec), align=1)
-        return _masked_load(builder, ptr, at, vec, _lane_mask(builder, live, half * lanes, lanes))
+        return masked_load(builder, ptr, at, vec, lane_mask(builder, live, half * lanes, lanes))
 
     xs = [load(vp, voff, half) for half in range(2)]
     for r in range(LANE_DOT_ROWS):
@@ -211,7 +220,9 @@ def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live)
         row = builder.select(builder.icmp_signed("<", row, rows), row, last)
         off = builder.add(moff, builder.mul(row, ld))
         for half in range(2):
-            sums = builder.call(fma, [load(mp, off, half), xs[half], builder.extract_value(acc, 2 * r + half)])
+            sums = builder.call(
+                fma, [load(mp, off, half), xs[half], builder.extract_value(acc, 2 * r + half)]
+            )
             acc = builder.insert_value(acc, sums, 2 * r + half)
     return acc
 
@@ -253,7 +264,11 @@ def lane_dot_tail(typingctx, block, v, v_off, mat, m_off, ldm, live_rows, live_k
 def lane_dot_sums(typingctx, block, buf):
     """buf[r] = the sum of row r's partial sums: its two vectors added, then halves added
     until one lane is left (a fixed order)."""
-    if not isinstance(block, TileType) or block.shape != _lane_dot_shape(block.shape) or _float_pointer(buf) != block.dtype:
+    if (
+        not isinstance(block, TileType)
+        or block.shape != _lane_dot_shape(block.shape)
+        or _float_pointer(buf) != block.dtype
+    ):
         return None
 
     def codegen(context, builder, signature, args):
@@ -264,10 +279,16 @@ def lane_dot_sums(typingctx, block, buf):
             width = total.type.count
             while width > 1:
                 width //= 2
-                low = builder.shuffle_vector(total, total, ir.Constant(ir.VectorType(i32, width), list(range(width))))
-                high = builder.shuffle_vector(total, total, ir.Constant(ir.VectorType(i32, width), list(range(width, 2 * width))))
+                low = builder.shuffle_vector(
+                    total, total, ir.Constant(ir.VectorType(i32, width), list(range(width)))
+                )
+                high = builder.shuffle_vector(
+                    total, total, ir.Constant(ir.VectorType(i32, width), list(range(width, 2 * width)))
+                )
                 total = builder.fadd(low, high)
-            builder.store(builder.extract_element(total, ir.Constant(i32, 0)), builder.gep(bp, [ir.Constant(_I64, r)]))
+            builder.store(
+                builder.extract_element(total, ir.Constant(i32, 0)), builder.gep(bp, [ir.Constant(_I64, r)])
+            )
         return context.get_dummy_value()
 
     return types.void(block, buf), codegen
@@ -290,8 +311,14 @@ def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
         vec = _vector_type(s, dtype)
         fma = _declare_fma(builder.module, s.fused, vec)
         target = _vector_ptr(builder, dp, do, vec)
-        value = builder.call(fma, [_splat(builder, xv, vec), builder.load(_vector_ptr(builder, sp, so, vec), align=1),
-                                   builder.load(target, align=1)])
+        value = builder.call(
+            fma,
+            [
+                _splat(builder, xv, vec),
+                builder.load(_vector_ptr(builder, sp, so, vec), align=1),
+                builder.load(target, align=1),
+            ],
+        )
         builder.store(value, target, align=1)
         return context.get_dummy_value()
 
@@ -328,12 +355,16 @@ def _axpy_rows(count):
             for q in range(count):
                 step = ir.Constant(_I64, q)
                 scale = builder.load(builder.gep(xp, [builder.add(xo, builder.mul(step, xs))]))
-                row = builder.load(_vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1)
+                row = builder.load(
+                    _vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1
+                )
                 value = builder.call(fma, [_splat(builder, scale, vec), row, value])
             builder.store(value, target, align=1)
             return context.get_dummy_value()
 
-        return types.void(shape, x, types.intp, types.intp, src, types.intp, types.intp, dst, types.intp), codegen
+        return types.void(
+            shape, x, types.intp, types.intp, src, types.intp, types.intp, dst, types.intp
+        ), codegen
 
     return axpy_rows
 

@@ -83,7 +83,7 @@ def linked(pyfunc) -> object:
     # An intrinsic's typing function takes its arguments by name: one of the routine's arity.
     source = f"def typer(typingctx, {parameters}):\n    return _typed(routine, ({parameters},))\n"
     namespace = {"_typed": _typed, "routine": routine}
-    exec(source, namespace)  # noqa: S102 - builds a signature, runs no user input
+    exec(source, namespace)
     typer = namespace["typer"]
     typer.__name__ = typer.__qualname__ = pyfunc.__name__
     typer.__module__ = pyfunc.__module__
@@ -100,8 +100,9 @@ def _typed(routine: Linked, actual: tuple):
     symbol = routine.link(argtypes)
 
     def codegen(context, builder, signature, args):
-        function_type = ir.FunctionType(context.get_value_type(types.void),
-                                        [context.get_value_type(t) for t in signature.args])
+        function_type = ir.FunctionType(
+            context.get_value_type(types.void), [context.get_value_type(t) for t in signature.args]
+        )
         function = cgutils.get_or_insert_function(builder.module, function_type, symbol)
         builder.call(function, args)
         return context.get_dummy_value()

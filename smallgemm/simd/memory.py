@@ -9,12 +9,12 @@ from numba import types
 from numba.extending import intrinsic
 
 from .types import (
-    RowDotsRuleType,
-    TileShape,
-    TileShapeType,
     _I64,
     _OUTER_LEVELS,
     _READ,
+    RowDotsRuleType,
+    TileShape,
+    TileShapeType,
     _declare_fma,
     _float_pointer,
     _itemsize,
@@ -23,7 +23,6 @@ from .types import (
     _vector_ptr,
     _vector_type,
 )
-
 
 # --- scalars and pointers -------------------------------------------------------
 
@@ -111,9 +110,15 @@ def _elements_to_boundary(boundary_bytes):
             _, p, off = args
             at = builder.ptrtoint(builder.gep(p, [off]), _I64)
             into = builder.and_(at, ir.Constant(_I64, boundary - 1))
-            to_boundary = builder.and_(builder.sub(ir.Constant(_I64, boundary), into), ir.Constant(_I64, boundary - 1))
-            whole = builder.icmp_unsigned("==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0))
-            return builder.select(whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0))
+            to_boundary = builder.and_(
+                builder.sub(ir.Constant(_I64, boundary), into), ir.Constant(_I64, boundary - 1)
+            )
+            whole = builder.icmp_unsigned(
+                "==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0)
+            )
+            return builder.select(
+                whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0)
+            )
 
         return types.int64(shape, ptr, offset), codegen
 
@@ -172,19 +177,31 @@ def _shape_constant(value, needs_pointer: bool):
 tile_rows = _shape_constant(lambda s, size: s.rows, needs_pointer=False)
 tile_rows.__doc__ = "tile_rows(shape): MR of the shape, as a compile-time constant."
 tile_cols = _shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
-tile_cols.__doc__ = "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
+tile_cols.__doc__ = (
+    "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
+)
 tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
-tile_lanes.__doc__ = "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
+tile_lanes.__doc__ = (
+    "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
+)
 line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
 tile_step_fmas = _shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
-tile_step_fmas.__doc__ = "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
+tile_step_fmas.__doc__ = (
+    "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
+)
 resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
-resident_depth.__doc__ = "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+resident_depth.__doc__ = (
+    "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+)
 tile_fetches_ahead = _shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
-tile_fetches_ahead.__doc__ = "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
+tile_fetches_ahead.__doc__ = (
+    "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
+)
 tile_dot_pairs = _shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
-tile_dot_pairs.__doc__ = "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
+tile_dot_pairs.__doc__ = (
+    "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
+)
 
 
 @intrinsic
@@ -303,7 +320,6 @@ def store_fence(typingctx):
         return context.get_dummy_value()
 
     return types.void(), codegen
-
 
 
 @intrinsic

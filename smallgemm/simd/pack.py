@@ -8,9 +8,9 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .types import _I64, _declare_fma, _vector_ptr, _vector_type
 from .memory import _copy_args, _tile_args
-from .tile import _lane_mask, _masked_load
+from .tile import lane_mask, masked_load
+from .types import _I64, _declare_fma, _vector_ptr, _vector_type
 
 
 def _transpose(builder, rows, lanes):
@@ -55,8 +55,12 @@ def _store_first_lanes(builder, value, base, off, live):
         if piece == 1:
             builder.store(builder.extract_element(value, ir.Constant(i32, first)), builder.gep(base, [at]))
         else:
-            part = value if piece == vec.count else builder.shuffle_vector(
-                value, undef, ir.Constant(ir.VectorType(i32, piece), list(range(first, first + piece)))
+            part = (
+                value
+                if piece == vec.count
+                else builder.shuffle_vector(
+                    value, undef, ir.Constant(ir.VectorType(i32, piece), list(range(first, first + piece)))
+                )
             )
             builder.store(part, _vector_ptr(builder, base, at, ir.VectorType(vec.element, piece)), align=1)
         first += piece
@@ -179,8 +183,8 @@ def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
         vec = _vector_type(s, dtype)
         for first in range(0, s.rows, vec.count):
             lanes = min(vec.count, s.rows - first)
-            load_mask = _lane_mask(builder, count, first, vec.count)
-            value = _masked_load(builder, sp, builder.add(so, ir.Constant(_I64, first)), vec, load_mask)
+            load_mask = lane_mask(builder, count, first, vec.count)
+            value = masked_load(builder, sp, builder.add(so, ir.Constant(_I64, first)), vec, load_mask)
             _store_first_lanes(builder, value, dp, builder.add(do, ir.Constant(_I64, first)), lanes)
         return context.get_dummy_value()
 

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.extending import intrinsic, register_model
+from numba.extending import intrinsic
 
+from .memory import _tile_args
 from .types import (
-    TileShapeType,
-    TileType,
     _I64,
     _READ,
-    _RegisterBlock,
-    _RegisterBlockModel,
     _WRITE,
+    TileShapeType,
+    TileType,
     _declare_fma,
     _float_pointer,
     _itemsize,
@@ -24,8 +23,6 @@ from .types import (
     _vector_ptr,
     _vector_type,
 )
-from .memory import _tile_args
-
 
 # --- the register tile -------------------------------------------------------------
 
@@ -55,7 +52,9 @@ def tile_rank1(typingctx, tile, a, a_off, b, b_off):
         acc, ap, aoff, bp, boff = args
         vec = _vector_type(s, dtype)
         bvecs = [
-            builder.load(_vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1)
+            builder.load(
+                _vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1
+            )
             for v in range(s.vectors)
         ]
         rows = [builder.add(aoff, ir.Constant(_I64, i)) for i in range(s.rows)]
@@ -102,7 +101,11 @@ def tile_store(typingctx, tile, buf):
         acc, bp = args
         vec = _vector_type(s, dtype)
         for idx in range(s.rows * s.vectors):
-            builder.store(builder.extract_value(acc, idx), _vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+            builder.store(
+                builder.extract_value(acc, idx),
+                _vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec),
+                align=1,
+            )
         return context.get_dummy_value()
 
     return types.void(tile, buf), codegen
@@ -159,12 +162,15 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
     fma = _declare_fma(builder.module, s.fused, vec)
     va = _splat(builder, alpha_v, vec)
     vb = _splat(builder, beta_v, vec)
-    masks = [None if live is None else _lane_mask(builder, live[1], v * vec.count, vec.count) for v in range(s.vectors)]
+    masks = [
+        None if live is None else lane_mask(builder, live[1], v * vec.count, vec.count)
+        for v in range(s.vectors)
+    ]
 
     def load(ptr, v):
         if masks[v] is None:
             return builder.load(ptr, align=1)
-        return _masked_load(builder, ptr, None, vec, masks[v])
+        return masked_load(builder, ptr, None, vec, masks[v])
 
     def store(value, ptr, v):
         if masks[v] is None:
@@ -248,10 +254,10 @@ def _read_tile(builder, s, dtype, cp, coff, rstride, live=None):
             if live is None:
                 loaded = builder.load(ptr, align=1)
             else:
-                lanes = _lane_mask(builder, live[1], v * vec.count, vec.count)
+                lanes = lane_mask(builder, live[1], v * vec.count, vec.count)
                 row_live = builder.icmp_signed(">", live[0], ir.Constant(_I64, i))
                 mask = builder.and_(lanes, _splat(builder, row_live, lanes.type))
-                loaded = _masked_load(builder, ptr, None, vec, mask)
+                loaded = masked_load(builder, ptr, None, vec, mask)
             value = builder.insert_value(value, loaded, i * s.vectors + v)
     return value
 
@@ -317,13 +323,13 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
     return types.void(shape, c, c_off, rs), codegen
 
 
-def _lane_mask(builder, live, first_lane, count):
-    """<count x i1>: lane l is on when first_lane + l < live."""
-    idx = ir.Constant(ir.VectorType(_I64, count), [first_lane + l for l in range(count)])
+def lane_mask(builder, live, first_lane, count):
+    """<count x i1>: lane i is on when first_lane + i < live."""
+    idx = ir.Constant(ir.VectorType(_I64, count), [first_lane + i for i in range(count)])
     return builder.icmp_unsigned("<", idx, _splat(builder, live, ir.VectorType(_I64, count)))
 
 
-def _masked_load(builder, ptr, off, vec, mask):
+def masked_load(builder, ptr, off, vec, mask):
     """Load the lanes of ``mask`` from ``ptr + off`` elements (``off`` None: ``ptr`` is a vector pointer); others are zero."""
     fn = builder.module.declare_intrinsic(
         f"llvm.masked.load.v{vec.count}{'f32' if isinstance(vec.element, ir.FloatType) else 'f64'}.p0",
@@ -374,7 +380,7 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
             for v, bvec in enumerate(bvecs):
                 at = builder.add(koff, ir.Constant(_I64, v * vec.count))
                 builder.store(bvec, _vector_ptr(builder, kp, at, vec), align=1)
-        return _rank1_update(builder, s, dtype, acc, ap, _row_starts(builder, s, aoff, rsa, rows), bvecs)
+        return _rank1_update(builder, s, dtype, acc, ap, row_starts(builder, s, aoff, rsa, rows), bvecs)
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off), codegen
 
@@ -384,12 +390,12 @@ def _direct_b_row(builder, s, dtype, bp, boff, cols):
     vec = _vector_type(s, dtype)
     bvecs = []
     for v in range(s.vectors):
-        mask = _lane_mask(builder, cols, v * vec.count, vec.count)
-        bvecs.append(_masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
+        mask = lane_mask(builder, cols, v * vec.count, vec.count)
+        bvecs.append(masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
     return bvecs
 
 
-def _row_starts(builder, s, aoff, rsa, rows):
+def row_starts(builder, s, aoff, rsa, rows):
     """Offsets ``aoff + i*rsa`` of the tile's rows of A; rows at or past ``rows`` repeat the last live row."""
     last = builder.sub(rows, ir.Constant(_I64, 1))
     starts = []
@@ -408,93 +414,7 @@ def _rank1_update(builder, s, dtype, acc, ap, a_offsets, bvecs):
         av = _splat(builder, builder.load(builder.gep(ap, [offset])), vec)
         for v in range(s.vectors):
             idx = i * s.vectors + v
-            acc = builder.insert_value(acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx)
+            acc = builder.insert_value(
+                acc, builder.call(fma, [av, bvecs[v], builder.extract_value(acc, idx)]), idx
+            )
     return acc
-
-
-class ResidentType(_RegisterBlock):
-    """Rows of B held in registers by a resident-B tile: depth x vectors LLVM vectors."""
-
-    label = "Resident"
-
-    def vector_count(self) -> int:
-        return self.shape.depth * self.shape.vectors
-
-
-register_model(ResidentType)(_RegisterBlockModel)
-
-
-@intrinsic
-def resident_b(typingctx, shape, b, b_off, rs_b, live_depth, live_cols):
-    """Load rows ``b[b_off + p*rs_b : ... + NR]``, p < depth, into registers (unit-stride rows).
-
-    For products whose whole k fits in the tile's depth: B is loaded once and
-    every row of C is computed from registers (``resident_row``).  Rows at or
-    past ``live_depth`` and lanes at or past ``live_cols`` load zero (masked
-    loads), so nothing outside B is read.
-    """
-    found = _tile_args(shape, b)
-    if found is None:
-        return None
-    s, dtype = found
-
-    def codegen(context, builder, signature, args):
-        _, bp, boff, rsb, depth, cols = args
-        vec = _vector_type(s, dtype)
-        value = ir.Constant(ir.ArrayType(vec, s.depth * s.vectors), None)
-        for p in range(s.depth):
-            live_row = _splat(builder, builder.icmp_signed(">", depth, ir.Constant(_I64, p)), ir.VectorType(ir.IntType(1), vec.count))
-            row = builder.add(boff, builder.mul(rsb, ir.Constant(_I64, p)))
-            for v in range(s.vectors):
-                mask = builder.and_(_lane_mask(builder, cols, v * vec.count, vec.count), live_row)
-                loaded = _masked_load(builder, bp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec, mask)
-                value = builder.insert_value(value, loaded, p * s.vectors + v)
-        return value
-
-    return ResidentType(s, dtype)(shape, b, b_off, rs_b, live_depth, live_cols), codegen
-
-
-@intrinsic
-def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth):
-    """tile[i, :] + sum over p < ``live_depth`` of a[a_off + i*rs_a + p*cs_a] * B[p, :], B from registers.
-
-    The same FMA chain per row, in increasing p, as ``tile_rank1`` over those k
-    steps, so a row of C gets the bits every other path gives it.  Rows at or
-    past ``live_rows`` repeat the last live row (never written back); A is never
-    read past ``live_depth``.
-    """
-    if not isinstance(tile, TileType) or not isinstance(resident, ResidentType):
-        return None
-    if tile.shape != resident.shape or tile.dtype != resident.dtype or _float_pointer(a) != tile.dtype:
-        return None
-    s, dtype = tile.shape, tile.dtype
-
-    def codegen(context, builder, signature, args):
-        acc, rb, ap, aoff, rsa, csa, rows, depth = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
-        starts = _row_starts(builder, s, aoff, rsa, rows)
-        done = builder.function.append_basic_block("resident_product_done")
-        finished = []  # (tile, block) of every way out of the chain, for the phi
-        for p in range(s.depth):
-            if p > 0:  # stop after live_depth steps: A is never read past its k
-                step = builder.function.append_basic_block("resident_product_step")
-                finished.append((acc, builder.block))
-                builder.cbranch(builder.icmp_signed(">", depth, ir.Constant(_I64, p)), step, done)
-                builder.position_at_end(step)
-            column = builder.mul(csa, ir.Constant(_I64, p))
-            for i in range(s.rows):
-                av = _splat(builder, builder.load(builder.gep(ap, [builder.add(starts[i], column)])), vec)
-                for v in range(s.vectors):
-                    idx = i * s.vectors + v
-                    bv = builder.extract_value(rb, p * s.vectors + v)
-                    acc = builder.insert_value(acc, builder.call(fma, [av, bv, builder.extract_value(acc, idx)]), idx)
-        finished.append((acc, builder.block))
-        builder.branch(done)
-        builder.position_at_end(done)
-        result = builder.phi(acc.type)
-        for value, block in finished:
-            result.add_incoming(value, block)
-        return result
-
-    return tile(tile, resident, a, a_off, rs_a, cs_a, live_rows, live_depth), codegen

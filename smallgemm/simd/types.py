@@ -5,11 +5,11 @@ the intrinsics share (vector types, pointers, prefetch, FMA declarations).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
 from llvmlite import ir
 from numba import types
 from numba.core.imputils import lower_constant
 from numba.extending import NativeValue, models, register_model, typeof_impl, unbox
-
 
 _I64 = ir.IntType(64)
 
@@ -67,7 +67,9 @@ class TileShapeType(types.Type):
         self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
         flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "")
-        super().__init__(name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})")
+        super().__init__(
+            name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})"
+        )
 
 
 class RowDotsRuleType(TileShapeType):

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 # Square products of seed 000 (M = N, K = 1024) and the classic cube.
-DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = tuple((s, s, 1024) for s in (128, 256, 512, 1024, 2048, 4096)) + (
+DEFAULT_SHAPES: tuple[tuple[int, int, int], ...] = (
+    *tuple((s, s, 1024) for s in (128, 256, 512, 1024, 2048, 4096)),
     (1024, 1024, 1024),
 )
 # Variables set on the project's machine that force OpenBLAS onto its 256-bit
@@ -63,7 +64,9 @@ WARM_SECONDS = 0.02
 BLOCKS = 3
 
 
-def time_interleaved(calls: Sequence[Callable[[], object]], repeats: int, settle: float = 0.0) -> list[Timing]:
+def time_interleaved(
+    calls: Sequence[Callable[[], object]], repeats: int, settle: float = 0.0
+) -> list[Timing]:
     """Time each call ``repeats`` times, alternating between them after one warm-up each.
 
     With ``settle`` > 0 the calls alternate in BLOCKS blocks, each preceded by a
@@ -145,13 +148,19 @@ def run(shapes, dtype: np.dtype, threads: int | None, out=sys.stdout) -> list[di
 
     forced = [f"{v}={os.environ[v]}" for v in OPENBLAS_FORCING if v in os.environ]
     if forced:
-        print(f"warning: {' '.join(forced)} forces NumPy's OpenBLAS kernel; its figures are not "
-              f"its best (run without them)", file=out)
+        print(
+            f"warning: {' '.join(forced)} forces NumPy's OpenBLAS kernel; its figures are not "
+            f"its best (run without them)",
+            file=out,
+        )
     kernel = smallgemm.plan.dispatch.current()
     workers = smallgemm.get_num_threads() if threads is None else threads
     setting = f"{workers} thread(s), the default" if threads is None else f"{threads} thread(s), set for both"
-    print(f"smallgemm kernel {kernel.tile_name(dtype)}, NumPy {np.__version__} with {openblas_kernel()}, "
-          f"dtype {np.dtype(dtype).name}, {setting}; {COMPILED_FIRST}; timings interleaved", file=out)
+    print(
+        f"smallgemm kernel {kernel.tile_name(dtype)}, NumPy {np.__version__} with {openblas_kernel()}, "
+        f"dtype {np.dtype(dtype).name}, {setting}; {COMPILED_FIRST}; timings interleaved",
+        file=out,
+    )
     rng = np.random.default_rng(0)
     records = []
     settle = SETTLE_SECONDS if workers > 1 else 0.0
@@ -162,6 +171,7 @@ def run(shapes, dtype: np.dtype, threads: int | None, out=sys.stdout) -> list[di
             b = rng.standard_normal((k, n)).astype(dtype)
             c = np.empty((m, n), dtype)
             flops = 2.0 * m * n * k
+
             def ours(a=a, b=b, c=c):
                 smallgemm.gemm(1.0, a, b, c=c, overwrite_c=True)
 
@@ -174,8 +184,9 @@ def run(shapes, dtype: np.dtype, threads: int | None, out=sys.stdout) -> list[di
             print(format_line("numpy", shape, timings[1], flops), file=out)
             ratio = timings[1].median / timings[0].median
             print(f"{'':<10} ratio (numpy median / smallgemm median) = {ratio:.3f}", file=out, flush=True)
-            records.append({"shape": shape, "smallgemm": timings[0].seconds, "numpy": timings[1].seconds,
-                            "ratio": ratio})
+            records.append(
+                {"shape": shape, "smallgemm": timings[0].seconds, "numpy": timings[1].seconds, "ratio": ratio}
+            )
     return records
 
 

@@ -114,8 +114,17 @@ def blocked_scalar(a, b, c):
                 _pack(a, i0, k0, mc, kc, MR, a_panels)
                 for jr in range(0, nc, NR):
                     for ir in range(0, mc, MR):
-                        _scalar_microkernel(a_panels[ir // MR], b_panels[jr // NR], kc, acc, c,
-                                            i0 + ir, j0 + jr, min(MR, mc - ir), min(NR, nc - jr))
+                        _scalar_microkernel(
+                            a_panels[ir // MR],
+                            b_panels[jr // NR],
+                            kc,
+                            acc,
+                            c,
+                            i0 + ir,
+                            j0 + jr,
+                            min(MR, mc - ir),
+                            min(NR, nc - jr),
+                        )
 
 
 @dataclass
@@ -132,7 +141,9 @@ class Rung:
         return 100.0 * self.gflops / self.peak_gflops
 
 
-def _measure(product: Callable[[np.ndarray, np.ndarray, np.ndarray], object], size: int, dtype: np.dtype) -> float:
+def _measure(
+    product: Callable[[np.ndarray, np.ndarray, np.ndarray], object], size: int, dtype: np.dtype
+) -> float:
     """Median GFLOP/s of ``product(a, b, c)`` on a ``size``-cube, after checking its result."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((size, size)).astype(dtype)
@@ -165,8 +176,12 @@ def measure_ladder(dtype, size: int = 1024) -> list[Rung]:
         ("naive loops i, j, k (Numba)", naive_ijk, max(8, size // 4), one_core),
         ("reordered loops i, k, j (Numba)", reordered_ikj, max(8, size // 2), one_core),
         (f"blocked, packed, scalar {MR}x{NR} microkernel (Numba)", blocked_scalar, size, one_core),
-        (f"SIMD microkernel {dispatch.current().tile_name(dtype)} (smallgemm, 1 thread)", _smallgemm(1), size,
-         one_core),
+        (
+            f"SIMD microkernel {dispatch.current().tile_name(dtype)} (smallgemm, 1 thread)",
+            _smallgemm(1),
+            size,
+            one_core,
+        ),
         (f"all cores (smallgemm, {cores} threads)", _smallgemm(cores), size, all_cores),
     ]
     return [Rung(name, n, _measure(product, n, dtype), peak) for name, product, n, peak in steps]
@@ -175,12 +190,19 @@ def measure_ladder(dtype, size: int = 1024) -> list[Rung]:
 def run_ladder(dtype, out: TextIO = sys.stdout, size: int = 1024) -> list[Rung]:
     """Measure the ladder (see :func:`measure_ladder`) and print it as a Markdown table."""
     dtype = np.dtype(dtype)
-    print(f"Ladder {dtype.name} on {cpu.model_name()}: % of the FMA peak measured now at "
-          f"{dispatch.current().shape.bits} bits (one core; all cores for the last rung)", file=out)
+    print(
+        f"Ladder {dtype.name} on {cpu.model_name()}: % of the FMA peak measured now at "
+        f"{dispatch.current().shape.bits} bits (one core; all cores for the last rung)",
+        file=out,
+    )
     print("| rung | cube | GFLOP/s | % of peak | peak GFLOP/s |\n|---|---|---|---|---|", file=out, flush=True)
     rungs = measure_ladder(dtype, size)
     for rung in rungs:
         cube = f"{rung.size}³" + ("" if rung.size == size else f" (smaller: rung too slow for {size}³)")
-        print(f"| {rung.name} | {cube} | {rung.gflops:.2f} | {rung.percent_of_peak:.1f} % | "
-              f"{rung.peak_gflops:.0f} |", file=out, flush=True)
+        print(
+            f"| {rung.name} | {cube} | {rung.gflops:.2f} | {rung.percent_of_peak:.1f} % | "
+            f"{rung.peak_gflops:.0f} |",
+            file=out,
+            flush=True,
+        )
     return rungs

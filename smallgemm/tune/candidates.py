@@ -57,8 +57,10 @@ class Candidate:
         return (self.kernel, self.dtype, self.threads, self.scope, self.allocation)
 
     def label(self) -> str:
-        return (f"{self.kernel}/{self.dtype} MC={self.mc} NC={self.nc} KC={self.kc} "
-                f"threads={self.threads} {self.scope}/{self.allocation}")
+        return (
+            f"{self.kernel}/{self.dtype} MC={self.mc} NC={self.nc} KC={self.kc} "
+            f"threads={self.threads} {self.scope}/{self.allocation}"
+        )
 
 
 def _kernel_of(candidate: Candidate) -> Kernel:
@@ -163,9 +165,13 @@ def configured(candidate: Candidate) -> Iterator[None]:
 def _valid_operands(candidate: Candidate, a, b) -> bool:
     dtype = np.dtype(candidate.dtype)
     return (
-        isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
-        and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
-        and a.dtype == dtype and b.dtype == dtype
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.ndim == 2
+        and b.ndim == 2
+        and a.shape[1] == b.shape[0]
+        and a.dtype == dtype
+        and b.dtype == dtype
     )
 
 

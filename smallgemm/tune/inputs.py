@@ -48,7 +48,9 @@ def reproducible_matrix(seed: int, rows: int, cols: int, layout: str = "row", dt
     return np.asfortranarray(values) if layout == "column" else values
 
 
-def reproducible_batch(seed: int, batch: int, rows: int, cols: int, layout: str = "row", dtype=np.float64) -> np.ndarray:
+def reproducible_batch(
+    seed: int, batch: int, rows: int, cols: int, layout: str = "row", dtype=np.float64
+) -> np.ndarray:
     """A stack of ``batch`` reproducible matrices; matrix t uses seed + t."""
     return np.stack([reproducible_matrix(seed + t, rows, cols, layout, dtype) for t in range(batch)])
 

@@ -132,7 +132,10 @@ class Environment:
             "cpu_model": self.cpu_model,
             "llvm_cpu": self.llvm_cpu,
             "features": list(self.features),
-            "caches": [{"level": str(l), "size": str(s), "ways": str(w), "line": str(n)} for l, s, w, n in self.caches],
+            "caches": [
+                {"level": str(level), "size": str(s), "ways": str(w), "line": str(n)}
+                for level, s, w, n in self.caches
+            ],
             "cores": str(self.cores),
             "numba": self.numba,
             "llvmlite": self.llvmlite,
@@ -150,8 +153,18 @@ class Environment:
         for i, item in enumerate(r.items("caches")):
             c = _Reader(r.source, item, f"{r.where}.caches[{i}]")
             caches.append((c.integer("level"), c.integer("size"), c.integer("ways"), c.integer("line")))
-        return cls(r.text("cpu_model"), r.text("llvm_cpu"), tuple(features), tuple(caches), r.integer("cores"),
-                   r.text("numba"), r.text("llvmlite"), r.text("numpy"), r.text("python"), r.text("smallgemm"))
+        return cls(
+            r.text("cpu_model"),
+            r.text("llvm_cpu"),
+            tuple(features),
+            tuple(caches),
+            r.integer("cores"),
+            r.text("numba"),
+            r.text("llvmlite"),
+            r.text("numpy"),
+            r.text("python"),
+            r.text("smallgemm"),
+        )
 
 
 @dataclass(frozen=True)
@@ -188,9 +201,15 @@ class Tuning:
     def to_dict(self) -> dict:
         sizes = lambda mc, nc, kc, g: {"mc": str(mc), "nc": str(nc), "kc": str(kc), "gflops": g}  # noqa: E731
         return {
-            "kernel": self.kernel, "dtype": self.dtype,
-            "mc": str(self.mc), "nc": str(self.nc), "kc": str(self.kc), "gflops": self.gflops,
-            "threads": str(self.threads), "scope": self.scope, "allocation": self.allocation,
+            "kernel": self.kernel,
+            "dtype": self.dtype,
+            "mc": str(self.mc),
+            "nc": str(self.nc),
+            "kc": str(self.kc),
+            "gflops": self.gflops,
+            "threads": str(self.threads),
+            "scope": self.scope,
+            "allocation": self.allocation,
             "analytic": sizes(*self.analytic),
             "ranking": [sizes(*r) for r in self.ranking],
             "search": {
@@ -210,7 +229,9 @@ class Tuning:
             return reader.integer("mc"), reader.integer("nc"), reader.integer("kc"), reader.number("gflops")
 
         s = r.child("search")
-        ranking = tuple(sizes(_Reader(r.source, x, f"{r.where}.ranking[{i}]")) for i, x in enumerate(r.items("ranking")))
+        ranking = tuple(
+            sizes(_Reader(r.source, x, f"{r.where}.ranking[{i}]")) for i, x in enumerate(r.items("ranking"))
+        )
         shapes = []
         for i, shape in enumerate(s.items("shapes")):
             if not isinstance(shape, list) or len(shape) != 3:
@@ -218,10 +239,24 @@ class Tuning:
             shapes.append(tuple(_parse_int(s, f"shapes[{i}]", x) for x in shape))
         threads = tuple(_parse_int(s, "thread_counts", t) for t in s.items("thread_counts"))
         return cls(
-            r.text("kernel"), r.text("dtype"), r.integer("mc"), r.integer("nc"), r.integer("kc"), r.number("gflops"),
-            r.integer("threads"), r.text("scope"), r.text("allocation"), sizes(r.child("analytic")), ranking,
-            tuple(shapes), threads, s.number("budget_seconds"), s.integer("seed"), s.integer("workspace_limit"),
-            s.integer("candidates"), s.integer("rejected"),
+            r.text("kernel"),
+            r.text("dtype"),
+            r.integer("mc"),
+            r.integer("nc"),
+            r.integer("kc"),
+            r.number("gflops"),
+            r.integer("threads"),
+            r.text("scope"),
+            r.text("allocation"),
+            sizes(r.child("analytic")),
+            ranking,
+            tuple(shapes),
+            threads,
+            s.number("budget_seconds"),
+            s.integer("seed"),
+            s.integer("workspace_limit"),
+            s.integer("candidates"),
+            s.integer("rejected"),
         )
 
 
@@ -250,9 +285,13 @@ class Config:
         r = _Reader(source, data)
         version = r.get("schema_version")
         if version != SCHEMA_VERSION:
-            r.fail(f"schema_version is {version!r}, this smallgemm reads {SCHEMA_VERSION!r} "
-                   f"(re-run python -m smallgemm tune)")
-        tunings = tuple(Tuning.from_reader(_Reader(source, t, f"tunings[{i}]")) for i, t in enumerate(r.items("tunings")))
+            r.fail(
+                f"schema_version is {version!r}, this smallgemm reads {SCHEMA_VERSION!r} "
+                f"(re-run python -m smallgemm tune)"
+            )
+        tunings = tuple(
+            Tuning.from_reader(_Reader(source, t, f"tunings[{i}]")) for i, t in enumerate(r.items("tunings"))
+        )
         seen = set()
         for i, t in enumerate(tunings):
             if (t.kernel, t.dtype) in seen:
@@ -270,7 +309,7 @@ class Config:
     def with_tuning(self, tuning: Tuning) -> Config:
         """This configuration with ``tuning`` replacing any for the same kernel and dtype."""
         kept = tuple(t for t in self.tunings if (t.kernel, t.dtype) != (tuning.kernel, tuning.dtype))
-        return Config(self.environment, kept + (tuning,))
+        return Config(self.environment, (*kept, tuning))
 
 
 def tuning_from_search(result) -> Tuning:
@@ -282,11 +321,24 @@ def tuning_from_search(result) -> Tuning:
     analytic = result.measured(result.analytic)
     a = result.analytic
     return Tuning(
-        c.kernel, c.dtype, c.mc, c.nc, c.kc, best.gflops, c.threads, c.scope, c.allocation,
+        c.kernel,
+        c.dtype,
+        c.mc,
+        c.nc,
+        c.kc,
+        best.gflops,
+        c.threads,
+        c.scope,
+        c.allocation,
         (a.mc, a.nc, a.kc, analytic.gflops if analytic else 0.0),
         tuple((m.candidate.mc, m.candidate.nc, m.candidate.kc, m.gflops) for m in result.ranking()),
-        tuple(result.shapes), tuple(result.thread_counts), result.budget, result.seed, result.workspace_limit,
-        len(result.candidates), len(result.rejected),
+        tuple(result.shapes),
+        tuple(result.thread_counts),
+        result.budget,
+        result.seed,
+        result.workspace_limit,
+        len(result.candidates),
+        len(result.rejected),
     )
 
 
@@ -334,8 +386,12 @@ def apply_config(path: str | os.PathLike | None = None) -> Config | None:
     config = load_config(file)
     problem = config.environment.mismatch(Environment.current())
     if problem is not None:
-        warnings.warn(f"ignoring smallgemm configuration {file}: {problem}; "
-                      f"re-run python -m smallgemm tune on this machine", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"ignoring smallgemm configuration {file}: {problem}; "
+            f"re-run python -m smallgemm tune on this machine",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     for t in config.tunings:
         rules.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
@@ -349,5 +405,8 @@ def apply_configured() -> dict | None:
     config = apply_config()
     if config is None:
         return None
-    return {"path": str(file), "schema": SCHEMA_VERSION,
-            "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings]}
+    return {
+        "path": str(file),
+        "schema": SCHEMA_VERSION,
+        "tunings": [f"{t.kernel} {t.dtype}" for t in config.tunings],
+    }

@@ -26,7 +26,11 @@ def _rng(seed):
 def _pair(m, k, n, dtype, seed, b_transposed=False):
     rng = _rng(seed)
     a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((n, k)).astype(dtype).T if b_transposed else rng.standard_normal((k, n)).astype(dtype)
+    b = (
+        rng.standard_normal((n, k)).astype(dtype).T
+        if b_transposed
+        else rng.standard_normal((k, n)).astype(dtype)
+    )
     return a, b
 
 
@@ -45,23 +49,37 @@ def products(dtype):
     return [
         ("empty", np.empty((0, 5), dtype), np.empty((5, 3), dtype), smallgemm.matmul),
         ("scale only", np.empty((3, 0), dtype), np.empty((0, 4), dtype), smallgemm.matmul),
-        ("continued chain 300^3", *_pair(300, 300, 300, dtype, 1),
-         lambda a, b: smallgemm.gemm(1.0, a, b, beta=1.0, c=chain_c)),
-        ("gemm beta 0.5, k past KC", *_pair(64, 3000, 64, dtype, 2),
-         lambda a, b: smallgemm.gemm(2.0, a, b, beta=0.5, c=np.ones((64, 64), dtype))),
+        (
+            "continued chain 300^3",
+            *_pair(300, 300, 300, dtype, 1),
+            lambda a, b: smallgemm.gemm(1.0, a, b, beta=1.0, c=chain_c),
+        ),
+        (
+            "gemm beta 0.5, k past KC",
+            *_pair(64, 3000, 64, dtype, 2),
+            lambda a, b: smallgemm.gemm(2.0, a, b, beta=0.5, c=np.ones((64, 64), dtype)),
+        ),
         ("turned few rows [8,150] @ W.T", *_pair(8, 150, 260, dtype, 3, b_transposed=True), smallgemm.matmul),
         ("turned few rows [4,150] @ W.T", *_pair(4, 150, 260, dtype, 3, b_transposed=True), smallgemm.matmul),
         ("row dots W[2048,512] @ x", w, rng.standard_normal(512).astype(dtype), smallgemm.matmul),
         ("row dots [1,512] @ W.T", rng.standard_normal((1, 512)).astype(dtype), w.T, smallgemm.matmul),
-        ("transposing stream [5,150] @ W.T", *_pair(5, 150, 260, dtype, 4, b_transposed=True), smallgemm.matmul),
+        (
+            "transposing stream [5,150] @ W.T",
+            *_pair(5, 150, 260, dtype, 4, b_transposed=True),
+            smallgemm.matmul,
+        ),
         ("direct tiles 16^3", *_pair(16, 16, 16, dtype, 5), smallgemm.matmul),
         ("direct tiles 37x23x45", *_pair(37, 23, 45, dtype, 5), smallgemm.matmul),
         ("few rows [8,512] @ [512,2048]", *_pair(8, 512, 2048, dtype, 6), smallgemm.matmul),
         ("few rows [1,512] @ [512,2048]", *_pair(1, 512, 2048, dtype, 6), smallgemm.matmul),
         ("blocked 300^3", *_pair(300, 300, 300, dtype, 8), smallgemm.matmul),
         ("blocked 1024^3", *_pair(1024, 1024, 1024, dtype, 9), smallgemm.matmul),
-        ("folded [64,128,512] @ [512,512]", _rng(10).standard_normal((64, 128, 512)).astype(dtype),
-         _rng(11).standard_normal((512, 512)).astype(dtype), smallgemm.matmul),
+        (
+            "folded [64,128,512] @ [512,512]",
+            _rng(10).standard_normal((64, 128, 512)).astype(dtype),
+            _rng(11).standard_normal((512, 512)).astype(dtype),
+            smallgemm.matmul,
+        ),
         ("prepacked few rows", _rng(12).standard_normal((5, 300)).astype(dtype), packed, smallgemm.matmul),
         ("prepacked", _rng(13).standard_normal((200, 300)).astype(dtype), packed, smallgemm.matmul),
         ("lone product stack", *_stack(1, 300, 300, 300, dtype, 14), smallgemm.matmul),  # not small
@@ -115,13 +133,22 @@ def main(rounds: int, only: str) -> None:
                 got = call(a, b)
             runs = smallgemm.info()["first_use"]["runs"] - before
             close = label.startswith(("continued", "gemm")) or np.allclose(
-                got, _reference(a, b), rtol=1e-3, atol=1e-3 * max(1, a.shape[-1]) ** 0.5)
-            report.append({
-                "label": label, "dtype": np.dtype(dtype).name, "row": found.strategy,
-                "stack": found.stack.split(":")[0], "chosen": sorted(set(chosen)), "threads": found.threads,
-                "entries": list(found.entries), "ran": sorted(set(ran)),
-                "first_use_runs": runs, "close": bool(close),
-            })
+                got, _reference(a, b), rtol=1e-3, atol=1e-3 * max(1, a.shape[-1]) ** 0.5
+            )
+            report.append(
+                {
+                    "label": label,
+                    "dtype": np.dtype(dtype).name,
+                    "row": found.strategy,
+                    "stack": found.stack.split(":")[0],
+                    "chosen": sorted(set(chosen)),
+                    "threads": found.threads,
+                    "entries": list(found.entries),
+                    "ran": sorted(set(ran)),
+                    "first_use_runs": runs,
+                    "close": bool(close),
+                }
+            )
     print(json.dumps({"kernel": kernel.name, "products": report}))
 
 

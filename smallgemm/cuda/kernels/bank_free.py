@@ -51,5 +51,6 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     return bank_free
 
 
-KERNEL = LadderKernel("bank_free", "coalesced loads for any layout, padded conflict-free tiles", TILES, build,
-                      layout_aware=True)
+KERNEL = LadderKernel(
+    "bank_free", "coalesced loads for any layout, padded conflict-free tiles", TILES, build, layout_aware=True
+)

@@ -59,5 +59,6 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     return double_buffer
 
 
-KERNEL = LadderKernel("double_buffer", "the next tiles loaded while the current ones are used", TILES, build,
-                      layout_aware=True)
+KERNEL = LadderKernel(
+    "double_buffer", "the next tiles loaded while the current ones are used", TILES, build, layout_aware=True
+)

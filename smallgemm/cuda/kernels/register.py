@@ -144,5 +144,10 @@ def build(dtype: np.dtype, tiles: Tiles, a_k_fast: bool, b_n_fast: bool):
     return register
 
 
-KERNEL = LadderKernel("register", "each thread an 8 x 8 block of C in registers (2-D block tiling)", TILES,
-                      build, layout_aware=True)
+KERNEL = LadderKernel(
+    "register",
+    "each thread an 8 x 8 block of C in registers (2-D block tiling)",
+    TILES,
+    build,
+    layout_aware=True,
+)

@@ -74,7 +74,7 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
     if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
         return SMALL_PLANNED
-    if 1 < n and 2 * n <= tile_cols(narrow, a) and m > few_rows:
+    if n > 1 and 2 * n <= tile_cols(narrow, a) and m > few_rows:
         return SMALL_PLANNED
     return SMALL_DONE
 

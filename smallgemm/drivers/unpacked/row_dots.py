@@ -18,9 +18,9 @@ from ...kernels.shared import (
 )
 from ...simd import (
     ACCUMULATE,
-    CONTINUE,
     AXPY_ROWS,
     AXPY_ROWS_WIDE,
+    CONTINUE,
     LANE_DOT_ROWS,
     OVERWRITE,
     advance,
@@ -46,7 +46,6 @@ from ...simd import (
     tile_lanes,
     tile_store,
 )
-from ...simd.linked import linked
 from ..blocked import merge_mode
 
 

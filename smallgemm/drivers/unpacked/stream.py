@@ -38,7 +38,6 @@ from ...simd import (
     tile_store,
     tile_zero,
 )
-from ...simd.linked import linked
 from ..blocked import merge_mode
 from ..packing import pack_b_panel
 

@@ -72,7 +72,9 @@ def train(args: argparse.Namespace, backend: str) -> tuple[list[float], float]:
                 bar.update(i, f"loss {losses[-1]:.4g}")
             times.append(time.perf_counter() - start)
             test_accuracy = nn.accuracy(model, x_test, y_test)
-            bar.close(f"loss {np.mean(losses):.4g}  test {100 * test_accuracy:.2f} %  {1e3 * times[-1]:.1f} ms")
+            bar.close(
+                f"loss {np.mean(losses):.4g}  test {100 * test_accuracy:.2f} %  {1e3 * times[-1]:.1f} ms"
+            )
     return times, test_accuracy
 
 
@@ -90,10 +92,14 @@ def main(argv: list[str] | None = None) -> None:
     with smallgemm.num_threads(args.threads), threadpool_limits(args.threads, user_api="blas"):
         for backend in nn.BACKENDS:
             results[backend] = train(args, backend)
-    print(f"\nMLP 64-{'-'.join(map(str, HIDDEN))}-10, {args.optimizer}, batch {args.batch_size}, "
-          f"{args.threads} thread(s); median time per epoch (the first includes compilation):")
+    print(
+        f"\nMLP 64-{'-'.join(map(str, HIDDEN))}-10, {args.optimizer}, batch {args.batch_size}, "
+        f"{args.threads} thread(s); median time per epoch (the first includes compilation):"
+    )
     for backend, (times, test_accuracy) in results.items():
-        print(f"  {backend:>9}: {1e3 * statistics.median(times):7.2f} ms per epoch, test accuracy {100 * test_accuracy:.2f} %")
+        print(
+            f"  {backend:>9}: {1e3 * statistics.median(times):7.2f} ms per epoch, test accuracy {100 * test_accuracy:.2f} %"
+        )
     ratio = statistics.median(results["numpy"][0]) / statistics.median(results["smallgemm"][0])
     print(f"  ratio numpy / smallgemm: {ratio:.2f}")
 
