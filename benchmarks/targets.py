@@ -25,7 +25,7 @@ from numba import njit
 
 import smallgemm
 from smallgemm.kernels import microkernel
-from smallgemm.plan import dispatch, rules
+from smallgemm.plan import dispatch, in_force
 from smallgemm.plan.workspace import aligned_empty
 from smallgemm.simd import OVERWRITE, address
 from smallgemm.tools import bench
@@ -111,7 +111,7 @@ def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
 def microkernel_efficiency(dtype, kc):
     """GFLOP/s of the microkernel alone on cache-resident panels, and the FMA peak, same run.
 
-    At the engine's KC (``rules.block_sizes``: the panels then sit in the L2,
+    At the engine's KC (``in_force.block_sizes``: the panels then sit in the L2,
     as in a product) and at a shorter one, where the per-tile work (zeroing,
     write-back) weighs more.
     """
@@ -131,7 +131,7 @@ def microkernel_efficiency(dtype, kc):
         best = min(best, time.perf_counter() - start)
         top = max(top, fma_gflops(dtype, kernel.shape.bits, repeats=1))
     gflops = 2 * mr * nr * kc * reps / best / 1e9
-    engine = rules.block_sizes(kernel, np.dtype(dtype)).kc
+    engine = in_force.block_sizes(kernel, np.dtype(dtype)).kc
     which = " (the engine's)" if kc == engine else ""
     print(
         f"| microkernel {kernel.tile_name(dtype)} alone, cache-resident panels, KC = {kc}{which} | "
@@ -185,7 +185,7 @@ def main():
             )
     print("\n| microkernel | speed | peak, same run | efficiency | target |\n|---|---|---|---|---|")
     for dtype in (np.float32, np.float64):
-        for kc in dict.fromkeys((rules.block_sizes(dispatch.current(), np.dtype(dtype)).kc, 256)):
+        for kc in dict.fromkeys((in_force.block_sizes(dispatch.current(), np.dtype(dtype)).kc, 256)):
             microkernel_efficiency(dtype, kc)
     print("\n| start-up | seconds | target |\n|---|---|---|")
     first_call_times()

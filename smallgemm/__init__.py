@@ -35,7 +35,7 @@ from .plan.dispatch import (
     set_kernel,
     use_kernel,
 )
-from .plan.rules import set_config_loader as _set_config_loader
+from .plan.in_force import set_config_loader as _set_config_loader
 from .plan.warmup import get_first_use, set_first_use
 from .tune.record import apply_configured as _apply_configured
 

@@ -23,7 +23,7 @@ import pytest
 import smallgemm
 from smallgemm.kernels import KERNELS, BySize, kernel_by_name
 from smallgemm.machine import cpu
-from smallgemm.plan import blocking, rules
+from smallgemm.plan import blocking, in_force
 
 KERNEL_NAMES = [k.name for k in KERNELS]
 DTYPES = [np.float32, np.float64]
@@ -64,9 +64,9 @@ def tiny_blocks(kernel, dtype):
     """Small block sizes so that edges around MC, NC and KC are cheap to reach."""
     mr, nr = kernel.mr(), kernel.nr(dtype)
     sizes = blocking.BlockSizes(mc=2 * mr, nc=2 * nr, kc=5)
-    rules.set_block_sizes(kernel, dtype, sizes)
+    in_force.set_block_sizes(kernel, dtype, sizes)
     yield sizes
-    rules.set_block_sizes(kernel, dtype, None)
+    in_force.set_block_sizes(kernel, dtype, None)
 
 
 @contextlib.contextmanager
@@ -76,7 +76,7 @@ def pinned_blocks(kernel):
     and KC decides the bits."""
     try:
         for dtype in DTYPES:
-            rules.set_block_sizes(
+            in_force.set_block_sizes(
                 kernel,
                 np.dtype(dtype),
                 blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(np.dtype(dtype)), kc=64),
@@ -84,7 +84,7 @@ def pinned_blocks(kernel):
         yield
     finally:
         for dtype in DTYPES:
-            rules.set_block_sizes(kernel, np.dtype(dtype), None)
+            in_force.set_block_sizes(kernel, np.dtype(dtype), None)
 
 
 def random_matrix(rng, shape, dtype, order="C"):
@@ -94,9 +94,9 @@ def random_matrix(rng, shape, dtype, order="C"):
 
 def configured(**changes):
     """Every kernel's configuration with ``changes`` (``KernelConfig`` fields: unpacked_max_volume,
-    few_rows_max, ...) inside a with block (``rules.override_config``, which rebuilds the prepared
+    few_rows_max, ...) inside a with block (``in_force.override_config``, which rebuilds the prepared
     states on entry and exit: a value changed after a product is never silently ignored)."""
-    return rules.override_config(**changes)
+    return in_force.override_config(**changes)
 
 
 @pytest.fixture

@@ -163,7 +163,9 @@ def test_microkernel_efficiency_row(capsys, monkeypatch):
     import targets
 
     monkeypatch.setattr(targets, "ALTERNATIONS", 1)
-    engine_kc = smallgemm.plan.rules.block_sizes(smallgemm.plan.dispatch.current(), np.dtype(np.float32)).kc
+    engine_kc = smallgemm.plan.in_force.block_sizes(
+        smallgemm.plan.dispatch.current(), np.dtype(np.float32)
+    ).kc
     targets.microkernel_efficiency(np.float32, engine_kc)
     targets.microkernel_efficiency(np.float32, 64)
     engine_row, short_row = capsys.readouterr().out.splitlines()

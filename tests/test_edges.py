@@ -10,7 +10,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm.kernels import KERNELS, kernel_by_name
 from smallgemm.kernels.shared import FEW_TILE_MAX_ROWS
-from smallgemm.plan import rules
+from smallgemm.plan import in_force, rules
 
 
 def edge_shapes(kernel, dtype):
@@ -57,10 +57,10 @@ def _decides(m, n, k, dtype, one_thread, a_row_pad=0, kc=None):
     a = np.zeros((m, k + a_row_pad), dtype)[:, :k]
     b = np.zeros((k, n), dtype)
     kernel = kernel_by_name("avx512")
-    kc = kc or rules.block_sizes(kernel, dtype).kc
-    config = rules.config_of(kernel)
+    kc = kc or in_force.block_sizes(kernel, dtype).kc
+    config = in_force.config_of(kernel)
     volume = config.one_thread_unpacked_volume.of(dtype.itemsize) if one_thread else 0
-    return rules._use_unpacked(config, m, n, k, a, b, 0, kc, volume)
+    return rules.use_unpacked(config, m, n, k, a, b, 0, kc, volume)
 
 
 def test_mid_size_products_skip_packing_only_with_their_kernels(dtype):

@@ -16,7 +16,7 @@ import smallgemm
 from smallgemm.drivers.blocked import gemm_entry
 from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_entry
 from smallgemm.kernels import KERNELS, BySize
-from smallgemm.plan import entries, prepared, rules
+from smallgemm.plan import entries, in_force, prepared
 
 
 def edge_sizes(*sizes):
@@ -63,7 +63,7 @@ def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, limits):
 def test_default_block_sizes_large_k(kernel, dtype):
     """Several KC blocks, several MC blocks and an NC edge with the real block sizes."""
     rng = np.random.default_rng(2)
-    sizes = smallgemm.plan.rules.block_sizes(kernel, dtype)
+    sizes = smallgemm.plan.in_force.block_sizes(kernel, dtype)
     m, n, k = sizes.mc + 3, kernel.nr(dtype) * 3 + 1, 2 * sizes.kc + 7
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype)
@@ -211,7 +211,7 @@ def test_every_change_of_kernel_or_batch_invariance_reaches_the_next_call(dtype)
 def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
-    prep = prepared._Prepared(kernel, dtype, rules._version)
+    prep = prepared._Prepared(kernel, dtype, in_force.version)
     names = ("blocked", "unpacked", "small", "small_scaled", "batched", "small_stack", "vector")
     assert all(isinstance(getattr(prep, name), prepared._FirstUse) for name in names)
     rng = np.random.default_rng(5)
@@ -235,7 +235,7 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     """Until some product has needed the unpacked entry, the small-matrix slot sends every
     product to the general path (SMALL_REFUSED) instead of compiling the entry to decide;
     the small-stack slot waits for either the batch entry or the unpacked one."""
-    prep = prepared._Prepared(kernel, dtype, rules._version)
+    prep = prepared._Prepared(kernel, dtype, in_force.version)
     fresh = entries.Entry(entries.UNPACKED.dispatcher, **entries.UNPACKED.roles)  # nothing fetched yet
     small = prepared._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
     prep.small = small

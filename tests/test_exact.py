@@ -10,7 +10,7 @@ from reference import chain_reference
 
 import smallgemm
 from smallgemm.kernels import BySize
-from smallgemm.plan import blocking, rules
+from smallgemm.plan import blocking, in_force
 
 
 def _products(rng, dtype, depth):
@@ -48,11 +48,11 @@ def test_every_strategy_equals_the_chain_reference(kernel, dtype, kc):
     threads, under a pinned KC of 64 and under the kernel's own: bitwise the chain."""
     rng = np.random.default_rng(7)
     if kc is not None:
-        rules.set_block_sizes(
+        in_force.set_block_sizes(
             kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=kc)
         )
     try:
-        depth = 3 * 64 + 17 if kc else rules.block_sizes(kernel, dtype).kc + 37
+        depth = 3 * 64 + 17 if kc else in_force.block_sizes(kernel, dtype).kc + 37
         for name, a, b in _products(rng, dtype, depth):
             expected = chain_reference(1.0, a, b)
             c0 = random_matrix(rng, expected.shape, dtype)
@@ -66,7 +66,7 @@ def test_every_strategy_equals_the_chain_reference(kernel, dtype, kc):
                     stacked = smallgemm.matmul(np.stack([a, a[::-1]]), np.stack([b, b]))
                     _check(stacked[0], expected, f"{name} in a stack, {threads} threads")
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
@@ -82,7 +82,7 @@ def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
 
 def test_prepacked_products_equal_the_chain_reference(kernel, dtype):
     rng = np.random.default_rng(8)
-    rules.set_block_sizes(
+    in_force.set_block_sizes(
         kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=64)
     )
     try:
@@ -98,7 +98,7 @@ def test_prepacked_products_equal_the_chain_reference(kernel, dtype):
                 f"{m} rows",
             )
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def test_a_different_kc_or_configuration_changes_no_bit(dtype):
@@ -109,12 +109,12 @@ def test_a_different_kc_or_configuration_changes_no_bit(dtype):
     results = []
     for kc in (64, 200, None):
         sizes = blocking.BlockSizes(mc=4 * kernel.mr(), nc=4 * kernel.nr(dtype), kc=kc) if kc else None
-        rules.set_block_sizes(kernel, dtype, sizes)
+        in_force.set_block_sizes(kernel, dtype, sizes)
         try:
             with configured(kc=BySize(128, 128)):
                 results.append([smallgemm.matmul(a, b) for _, a, b in products])
         finally:
-            rules.set_block_sizes(kernel, dtype, None)
+            in_force.set_block_sizes(kernel, dtype, None)
     for name_index, (name, a, b) in enumerate(products):
         for got in results:
             _check(got[name_index], chain_reference(1.0, a, b), name)

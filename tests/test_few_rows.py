@@ -11,7 +11,7 @@ import smallgemm
 from smallgemm import simd
 from smallgemm.drivers import unpacked
 from smallgemm.kernels import BySize, shared
-from smallgemm.plan import blocking, rules, runners
+from smallgemm.plan import blocking, in_force, rules, runners
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 40])
@@ -76,7 +76,7 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     n = 3 * lanes + 5
-    rules.set_block_sizes(
+    in_force.set_block_sizes(
         kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=2 * simd.AXPY_ROWS + 1)
     )
     try:
@@ -96,7 +96,7 @@ def test_gemv_rows_of_b_in_groups_across_kc_blocks(kernel, dtype, k):
             )
             assert_close(smallgemm.matmul(strided, w), 1.0, strided, w)
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
@@ -127,7 +127,9 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     if kc is not None:
-        rules.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=kc))
+        in_force.set_block_sizes(
+            kernel, dtype, blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=kc)
+        )
     try:
         with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
             got = smallgemm.matmul(x[0], w)
@@ -141,7 +143,7 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
             with smallgemm.num_threads(threads):
                 np.testing.assert_array_equal(smallgemm.matmul(x[0], w), got, err_msg=f"{threads} threads")
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def narrow_operands(rng, kernel, dtype, n, large):
@@ -163,7 +165,7 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
     rng = np.random.default_rng(n)
     a, b = narrow_operands(rng, kernel, dtype, n, large)
     turned = 2 * n <= kernel.narrow.cols(dtype.itemsize)
-    assert rules._turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
+    assert rules.turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
         with configured(turned_narrow_min_depth=a.shape[1] + 1):  # not turned
@@ -215,8 +217,8 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     k, n = 3 * group + 5, shared.STREAM_COLS + 70
     assert not transposed or n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
-    sizes = rules.block_sizes(kernel, dtype)
-    rules.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
+    sizes = in_force.block_sizes(kernel, dtype)
+    in_force.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
     try:
         w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
         big = random_matrix(rng, (400, k), dtype)  # past the unpacked sizes: the blocked driver
@@ -228,7 +230,7 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
         c = random_matrix(rng, (m, n), dtype)
         assert_close(smallgemm.gemm(-0.5, x, w, beta=2.0, c=c), -0.5, x, w, 2.0, c)
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("taller", [False, True], ids=["one row tile", "two row tiles"])
@@ -240,7 +242,7 @@ def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, 
     rng = np.random.default_rng(5)
     size = dtype.itemsize
     m = kernel.few.rows + (1 if taller else 0)
-    k = 2 * rules.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
+    k = 2 * in_force.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
     n = shared.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (k, n), dtype)

@@ -146,7 +146,7 @@ def test_a_depth_over_kc_and_nan_in_c(callers, dtype):
     rng = np.random.default_rng(2)
     caller = callers[dtype]
     kernel = dispatch.current()
-    k = smallgemm.plan.rules.block_sizes(kernel, dtype).kc + 37
+    k = smallgemm.plan.in_force.block_sizes(kernel, dtype).kc + 37
     for alpha, beta in SCALARS:
         case = _case(rng, 2 * kernel.mr() + 3, 19, k, ("strided", "F", "C"), dtype)
         _check(caller, case, alpha, beta, f"k {k} alpha {alpha} beta {beta}")

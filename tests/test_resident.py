@@ -9,7 +9,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm.drivers.unpacked import FEW_TILE, MAIN_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice
 from smallgemm.kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
-from smallgemm.plan import rules
+from smallgemm.plan import in_force
 from smallgemm.simd import address
 
 
@@ -31,7 +31,7 @@ def _tile_choice(shape, narrow, few, resident, m, n, k, kc, probe):
 
 def chosen(kernel, dtype, m, n, k):
     """The tile the unpacked driver picks for an m x n x k product."""
-    kc = rules.block_sizes(kernel, dtype).kc
+    kc = in_force.block_sizes(kernel, dtype).kc
     return _tile_choice(
         kernel.shape, kernel.narrow, kernel.few, kernel.resident, m, n, k, kc, np.zeros(1, dtype)
     )

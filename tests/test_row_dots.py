@@ -10,7 +10,7 @@ import smallgemm
 from smallgemm import simd
 from smallgemm.drivers import unpacked
 from smallgemm.kernels import KERNELS, shared
-from smallgemm.plan import blocking, entry, rules
+from smallgemm.plan import blocking, entry, in_force, rules
 from smallgemm.plan import entries as smallgemm_entries
 
 
@@ -44,7 +44,7 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
     whatever the way in (1-D or 2-D operands), across KC blocks that end mid-vector."""
     rng = np.random.default_rng(rows * 100 + k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
-    rules.set_block_sizes(
+    in_force.set_block_sizes(
         kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3)
     )
     try:
@@ -67,7 +67,7 @@ def test_matrix_times_vector_row_dots_give_the_packed_bits(kernel, dtype, rows, 
                 c,
             )
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def starts_within_a_line(rng, rows, cols, ld, dtype):
@@ -137,7 +137,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
     limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
-    rules.set_block_sizes(
+    in_force.set_block_sizes(
         kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=2 * lanes + 3)
     )
     try:
@@ -156,7 +156,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
                             got, expected, err_msg=f"offset {offset}: {way}, {threads} threads"
                         )
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def test_gemv_from_any_start_within_a_vector(kernel, dtype):
@@ -189,7 +189,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     limits(parallel_min_stream=0)  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
-    rules.set_block_sizes(
+    in_force.set_block_sizes(
         kernel, dtype, blocking.BlockSizes(mc=2 * kernel.mr(), nc=2 * kernel.nr(dtype), kc=21)
     )
     try:
@@ -207,7 +207,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
                         got, expected, err_msg=f"n {n}, ld {ld}, offset {offset}, {threads} threads"
                     )
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("rows, k", [(1, 1), (5, 7), (37, 301), (70, 133)])
@@ -311,7 +311,7 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
     x = np.zeros((4096, 1), np.float32)
     for kernel in KERNELS:
         config = kernel.config
-        assert rules._use_unpacked(config, 4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
+        assert rules.use_unpacked(config, 4096, 1, 4096, w, x, 16, 1024, one_thread_volume=0)
         assert rules.worth_threads(config, 4096, 1, 4096, True, w.dtype)
         assert not rules.worth_threads(config, 64, 1, 64, True, w.dtype)
 

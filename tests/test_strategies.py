@@ -9,7 +9,7 @@ from conftest import forced_kernel
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
 from smallgemm.kernels import BySize
-from smallgemm.plan import blocking, dispatch, rules, strategies
+from smallgemm.plan import blocking, dispatch, in_force, strategies
 from smallgemm.plan.runners import run_small
 
 UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
@@ -158,22 +158,22 @@ def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kerne
 
 
 def test_a_configuration_override_keeps_explicit_block_sizes_and_ends_with_its_block():
-    """``rules.override_config`` changes the configuration in force (a KC there reaches the
+    """``in_force.override_config`` changes the configuration in force (a KC there reaches the
     default block sizes) and restores it on exit; block sizes set explicitly stay."""
     kernel, dtype = dispatch.current(), np.dtype(np.float32)
-    default = rules.block_sizes(kernel, dtype)
-    with rules.override_config(kc=BySize(128, 128)):
-        assert rules.config_of(kernel).kc == BySize(128, 128)
-        assert rules.block_sizes(kernel, dtype).kc == 128
-    assert rules.config_of(kernel) is kernel.config
-    assert rules.block_sizes(kernel, dtype) == default
+    default = in_force.block_sizes(kernel, dtype)
+    with in_force.override_config(kc=BySize(128, 128)):
+        assert in_force.config_of(kernel).kc == BySize(128, 128)
+        assert in_force.block_sizes(kernel, dtype).kc == 128
+    assert in_force.config_of(kernel) is kernel.config
+    assert in_force.block_sizes(kernel, dtype) == default
     explicit = blocking.BlockSizes(mc=kernel.mr(), nc=kernel.nr(dtype), kc=64)
-    rules.set_block_sizes(kernel, dtype, explicit)
+    in_force.set_block_sizes(kernel, dtype, explicit)
     try:
-        with rules.override_config(few_rows_max=0):
-            assert rules.config_of(kernel).few_rows_max == 0
-            assert rules.block_sizes(kernel, dtype) == explicit
-        assert rules.block_sizes(kernel, dtype) == explicit
+        with in_force.override_config(few_rows_max=0):
+            assert in_force.config_of(kernel).few_rows_max == 0
+            assert in_force.block_sizes(kernel, dtype) == explicit
+        assert in_force.block_sizes(kernel, dtype) == explicit
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
-    assert rules.block_sizes(kernel, dtype) == default
+        in_force.set_block_sizes(kernel, dtype, None)
+    assert in_force.block_sizes(kernel, dtype) == default

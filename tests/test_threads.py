@@ -12,7 +12,7 @@ from reference import assert_close
 
 import smallgemm
 from smallgemm.kernels import BySize
-from smallgemm.plan import blocking, dispatch, prepared, rules, runners, workspace
+from smallgemm.plan import blocking, dispatch, in_force, prepared, rules, runners, workspace
 
 THREAD_COUNTS = [1, 2, 3, 4, 8]  # 8 > the 2 cores of the project's machine
 
@@ -60,7 +60,7 @@ def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_paralle
     rng = np.random.default_rng(7)
     m, panels, k = shape  # B a panel or two wide, the last one an edge
     n = max(1, panels * kernel.nr(dtype) - 3)
-    sizes = rules.block_sizes(kernel, dtype).for_depth(k, kernel.mr())
+    sizes = in_force.block_sizes(kernel, dtype).for_depth(k, kernel.mr())
     row_blocks, groups, _ = task_split(m, n, sizes.mc, kernel.mr(), kernel.nr(dtype), 2)
     assert panels < TASKS_PER_WORKER * 2 and groups == 1 and row_blocks >= TASKS_PER_WORKER * 2
     a = random_matrix(rng, (m, k), dtype)
@@ -74,7 +74,7 @@ def test_tall_products_on_a_narrow_b_split_by_rows(kernel, dtype, always_paralle
 
 def test_bitwise_identical_with_default_blocks(kernel, dtype, always_parallel):
     rng = np.random.default_rng(1)
-    sizes = rules.block_sizes(kernel, dtype)
+    sizes = in_force.block_sizes(kernel, dtype)
     m, n, k = sizes.mc * 2 + 5, kernel.nr(dtype) * 5 + 3, sizes.kc + 9
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype)
@@ -108,7 +108,7 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
     m, n = 2 * shallow.mc + 3, 3 * nr + 1
     a = random_matrix(rng, (m, k), dtype)
     b = random_matrix(rng, (k, n), dtype, "F")
-    rules.set_block_sizes(kernel, dtype, sizes)
+    in_force.set_block_sizes(kernel, dtype, sizes)
     try:
         results = products_by_thread_count(a, b)
         packed = smallgemm.pack(b)
@@ -117,7 +117,7 @@ def test_shallow_products_take_taller_row_blocks_and_keep_their_bits(kernel, dty
                 results.append(smallgemm.gemm(0.75, a, packed))
         rows = [smallgemm.gemm(0.75, a[i : i + 1], b)[0] for i in (0, shallow.mc, m - 1)]
     finally:
-        rules.set_block_sizes(kernel, dtype, None)
+        in_force.set_block_sizes(kernel, dtype, None)
     for r in results[1:]:
         np.testing.assert_array_equal(r, results[0])
     for row, i in zip(rows, (0, shallow.mc, m - 1)):
@@ -221,9 +221,9 @@ def test_every_task_runs_exactly_once(dtype, tiny_blocks, workers):
 def one_row_block_sizes(kernel, dtype):
     """Small blocks whose B buffer holds a panel for each of up to 8 workers."""
     sizes = blocking.BlockSizes(mc=3 * kernel.mr(), nc=8 * kernel.nr(dtype), kc=5)
-    rules.set_block_sizes(kernel, dtype, sizes)
+    in_force.set_block_sizes(kernel, dtype, sizes)
     yield sizes
-    rules.set_block_sizes(kernel, dtype, None)
+    in_force.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("workers, blocks", [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3), (8, 2)])
@@ -391,7 +391,7 @@ CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
 from smallgemm.plan import rules
 from smallgemm.kernels import BySize
-rules.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
+in_force.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
 a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])
@@ -456,7 +456,7 @@ def test_stack_workspace_holds_a_b_slice_per_worker_beside_the_shared_one(dtype)
     """Stacks on threads get one B slice per worker; their buffers and those of other parallel
     products of the same dtype are kept side by side (neither evicts the other)."""
     kernel = dispatch.current()
-    sizes = rules.block_sizes(kernel, dtype)
+    sizes = in_force.block_sizes(kernel, dtype)
     mr, nr = kernel.mr(), kernel.nr(dtype)
     shared = workspace.get(dtype, sizes, mr, nr, 3)
     private = workspace.get(dtype, sizes, mr, nr, 3, private_b=True)

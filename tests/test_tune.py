@@ -9,7 +9,7 @@ import pytest
 from smallgemm.kernels import KERNELS, kernel_by_name
 from smallgemm.machine import settings
 from smallgemm.machine.cpu import CacheLevel
-from smallgemm.plan import blocking, dispatch, rules, strategies
+from smallgemm.plan import blocking, dispatch, in_force, strategies
 from smallgemm.tune import (
     Candidate,
     Config,
@@ -43,12 +43,12 @@ HOST = dispatch.detect()
 @pytest.fixture(autouse=True)
 def reset_block_sizes():
     """Block sizes and the configuration in force as they were before each test."""
-    in_force = rules._config_in_force
+    configuration = in_force._config_in_force
     yield
     for kernel in KERNELS:
         for dtype in (np.float32, np.float64):
-            rules.set_block_sizes(kernel, np.dtype(dtype), None)
-    rules._config_in_force = in_force
+            in_force.set_block_sizes(kernel, np.dtype(dtype), None)
+    in_force._config_in_force = configuration
 
 
 def small_candidate(dtype="float64", **changes) -> Candidate:
@@ -166,17 +166,17 @@ def test_execute_candidate_returns_none_for_invalid_candidates_and_shapes():
 def test_execute_candidate_uses_and_restores_the_block_sizes():
     c = small_candidate()
     kernel, dtype = kernel_by_name(c.kernel), np.dtype(c.dtype)
-    before = rules.block_sizes(kernel, dtype)
+    before = in_force.block_sizes(kernel, dtype)
     seen = []
 
     def spy(alpha, a, b, beta, out):
-        seen.append(rules.block_sizes(dispatch.current(), out.dtype))
+        seen.append(in_force.block_sizes(dispatch.current(), out.dtype))
         strategies.run(alpha, a, b, beta, out)
 
     a, b = reproducible_matrix(1, 41, 37), reproducible_matrix(2, 37, 35, "column")
     got = execute_candidate(c, a, b, run=spy)
     assert seen == [c.sizes]
-    assert rules.block_sizes(kernel, dtype) == before
+    assert in_force.block_sizes(kernel, dtype) == before
     assert validate_gemm(got, reference_gemm(a, b), reorder_tolerance(37, np.float64)) == 0
 
 
@@ -193,7 +193,7 @@ def test_boundary_shapes_straddle_every_tile_and_block_size():
 
 def skip_last_k_block(alpha, a, b, beta, c):
     """A broken product: drops the last KC block of the common dimension."""
-    kc = rules.block_sizes(dispatch.current(), c.dtype).kc
+    kc = in_force.block_sizes(dispatch.current(), c.dtype).kc
     keep = (a.shape[1] - 1) // kc * kc
     strategies.run(alpha, a[:, :keep], b[:keep], beta, c)
 
@@ -285,12 +285,12 @@ def test_apply_config_sets_the_recorded_block_sizes(tmp_path):
     path = tmp_path / "config.json"
     save_config(config, path)
     assert apply_config(path) == config
-    assert rules.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
+    assert in_force.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
 
 
 def test_a_config_from_another_environment_is_refused_with_a_warning(tmp_path):
     here = Environment.current()
-    before = rules.block_sizes(HOST, np.dtype(np.float64))
+    before = in_force.block_sizes(HOST, np.dtype(np.float64))
     for other in (
         dataclasses.replace(here, cpu_model="Some Other CPU"),
         dataclasses.replace(here, features=here.features[:-1]),
@@ -299,7 +299,7 @@ def test_a_config_from_another_environment_is_refused_with_a_warning(tmp_path):
         save_config(make_config(other), path)
         with pytest.warns(RuntimeWarning, match="ignoring smallgemm configuration"):
             assert apply_config(path) is None
-        assert rules.block_sizes(HOST, np.dtype(np.float64)) == before
+        assert in_force.block_sizes(HOST, np.dtype(np.float64)) == before
 
 
 @pytest.mark.parametrize(
@@ -337,8 +337,8 @@ def test_matmul_loads_the_config_before_its_first_product(tmp_path, monkeypatch)
     config = make_config()
     save_config(config, tmp_path / "config.json")
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
-    monkeypatch.setattr(rules, "_config_applied", False)
-    assert rules.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
+    monkeypatch.setattr(in_force, "_config_applied", False)
+    assert in_force.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
 
 
 def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
@@ -349,7 +349,7 @@ def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
     config = make_config()
     save_config(config, tmp_path / "config.json")
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
-    monkeypatch.setattr(rules, "_config_applied", False)
+    monkeypatch.setattr(in_force, "_config_applied", False)
     tuned = info()["configuration"]
     assert tuned == {
         "path": str(tmp_path / "config.json"),
@@ -358,7 +358,7 @@ def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
     }
     assert f"configuration  {tmp_path / 'config.json'} (schema mmkts_1" in format_info(info())
     monkeypatch.setattr(settings, "CONFIG_PATH", None)
-    monkeypatch.setattr(rules, "_config_applied", False)
+    monkeypatch.setattr(in_force, "_config_applied", False)
     monkeypatch.setattr(record_module, "default_config_path", lambda: tmp_path / "none.json")
     assert info()["configuration"] is None
     assert "configuration  none (default block sizes)" in format_info(info())
@@ -368,7 +368,7 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
     path = tmp_path / "config.json"
     path.write_text('{"schema_version": "mmkts_1", "environment": {}')
     monkeypatch.setattr(settings, "CONFIG_PATH", str(path))
-    monkeypatch.setattr(rules, "_config_applied", False)
+    monkeypatch.setattr(in_force, "_config_applied", False)
     a = np.ones((3, 3))
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid JSON"):

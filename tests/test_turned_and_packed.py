@@ -7,7 +7,7 @@ from reference import assert_close
 
 import smallgemm
 from smallgemm.kernels import BySize
-from smallgemm.plan import prepared, rules, runners, strategies
+from smallgemm.plan import in_force, prepared, rules, runners, strategies
 
 
 @pytest.mark.parametrize("n", [1, 10, 17, 32])
@@ -19,9 +19,9 @@ def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, d
     k, m = 70, 300
     x = random_matrix(rng, (k, m), dtype)
     g = random_matrix(rng, (k, n), dtype)
-    assert rules._oriented(
-        kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize)
-    )[3]  # the turned-over path
+    assert rules.oriented(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))[
+        3
+    ]  # the turned-over path
     expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
     assert_close(expected, 1.0, x.T, g)
     for threads in (1, 2, 3, 8):
@@ -59,13 +59,13 @@ def test_few_rows_times_a_transposed_b_turned_over_give_the_packed_bits(
     )
     rng = np.random.default_rng(21)
     # Two KC blocks; W past few_rows_max rows, with edge columns for every tile.
-    config = rules.config_of(kernel)
-    k, n = rules.block_sizes(kernel, dtype).kc + 17, config.few_rows_max + 2 * wide + 5
+    config = in_force.config_of(kernel)
+    k, n = in_force.block_sizes(kernel, dtype).kc + 17, config.few_rows_max + 2 * wide + 5
     w = random_matrix(rng, (n, k), dtype)
     w_copy = w.copy()
     for m in turned + not_turned:
         x = random_matrix(rng, (m, k), dtype)
-        assert rules._turns_few_rows(config, x, w.T, turned_rows) == (m in turned)
+        assert rules.turns_few_rows(config, x, w.T, turned_rows) == (m in turned)
         with smallgemm.num_threads(1):
             got = smallgemm.matmul(x, w.T)
         assert_close(got, 1.0, x, w.T)
@@ -130,7 +130,7 @@ def test_split_k_is_bitwise_identical_for_any_thread_count(kernel, dtype, tiny_b
 def test_batch_invariance(kernel, dtype, threads):
     """A row of C has the same bits alone, in a small batch and in a large product."""
     rng = np.random.default_rng(3)
-    sizes = rules.block_sizes(kernel, dtype)
+    sizes = in_force.block_sizes(kernel, dtype)
     k = sizes.kc + 17  # two KC blocks: the merge order matters
     big_m = 300
     for name, w in b_layouts(rng, k, 150, dtype):

@@ -15,7 +15,7 @@ from conftest import DTYPES, KERNEL_NAMES, forced_kernel
 from reference import chain_reference
 
 import smallgemm
-from smallgemm.plan import blocking, dispatch, entries, packed_layout, rules, runners, warmup
+from smallgemm.plan import blocking, dispatch, entries, in_force, packed_layout, runners, warmup
 
 SHAPES = [(1, 1, 1), (1, 7, 33), (5, 1, 3), (4, 300, 257), (9, 17, 600), (33, 65, 31)]
 
@@ -246,7 +246,7 @@ def test_the_packed_layout_in_numpy_is_the_compiled_one(kernel_name, dtype):
     with forced_kernel(kernel_name) as kernel:
         nr = kernel.nr(np.dtype(dtype))
         try:
-            rules.set_block_sizes(
+            in_force.set_block_sizes(
                 kernel, np.dtype(dtype), blocking.BlockSizes(mc=kernel.mr(), nc=2 * nr, kc=5)
             )
             for k, n in [(1, 1), (5, 2 * nr), (12, 2 * nr + 1), (11, 5 * nr - 3)]:
@@ -257,7 +257,7 @@ def test_the_packed_layout_in_numpy_is_the_compiled_one(kernel_name, dtype):
                     assert np.array_equal(data, packed.data), (k, n)
                     assert np.array_equal(packed.unpacked(), b), (k, n)
         finally:
-            rules.set_block_sizes(kernel, np.dtype(dtype), None)
+            in_force.set_block_sizes(kernel, np.dtype(dtype), None)
 
 
 def test_pack_packs_in_numpy_while_its_entry_compiles(monkeypatch):

@@ -74,9 +74,9 @@ def _tile(strategy: strategies.Strategy, p: strategies.Problem) -> str:
 
 def _turned(p: strategies.Problem) -> str:
     if p.turned:
-        return "yes: C^T = W x^T, W's contiguous rows read in place (rules._turns_few_rows)"
+        return "yes: C^T = W x^T, W's contiguous rows read in place (rules.turns_few_rows)"
     if p.swapped:
-        return "yes: C^T = B^T A^T (rules._oriented: C column-major, x.T @ g with few columns, or a narrow C)"
+        return "yes: C^T = B^T A^T (rules.oriented: C column-major, x.T @ g with few columns, or a narrow C)"
     return ""
 
 

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from ..machine import compile_cache, cpu, threading_layer, threads
-from ..plan import dispatch, rules, warmup
+from ..plan import dispatch, in_force, warmup
 from ..version import __version__
 from . import precompile
 
@@ -27,9 +27,9 @@ def info() -> dict:
             "tiles": {dt: kernel.tile_name(dt) for dt in ("float32", "float64")},
             "exact": dispatch.get_exact(),
         },
-        "configuration": rules.tuned_configuration(),
+        "configuration": in_force.tuned_configuration(),
         "block_sizes": {
-            dt: vars(rules.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
+            dt: vars(in_force.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
         },
         "threads": {
             "num_threads": threads.get_num_threads(),

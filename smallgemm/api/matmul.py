@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
-from ..plan import prepared, rules, runners, strategies
+from ..plan import in_force, prepared, rules, runners, strategies
 from ..plan.runners import run_small_stack
 from . import ufunc_call
 from .packed import PackedMatrix
@@ -36,7 +36,7 @@ _NDARRAY, _EMPTY = np.ndarray, np.empty
 # The per-thread holder of the last prepared state (prepared.current_prepared's fast path): the
 # small-matrix way in reads it itself as runners.run_small does, and the Python call it saves pays
 # for the keywords' dict that every call to matmul builds.
-_PREPARED = prepared._local
+_PREPARED = prepared.per_thread
 
 
 def shape_error(a_shape, b_shape, detail: str) -> ValueError:
@@ -267,7 +267,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                     c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
                 local = _PREPARED  # runners.run_small, inline: a Python call less (~0.03 us)
-                prep = local.last if local.generation == rules._generation else None
+                prep = local.last if local.generation == in_force.generation else None
                 if prep is None or prep.dtype is not dtype:
                     prep = prepared.current_prepared(dtype)
                 route = prep.small(rows, b, c_rows)

@@ -16,7 +16,7 @@ alpha == 0, and alpha == beta == 1 continuing each chain from C.  They are alway
 the bits of the Python API under ``set_exact(False)`` (lane-wise row dots, split-K) can differ.
 
 Kernel: the kernel in force (detected, or forced by ``SMALLGEMM_KERNEL``, ``set_kernel``,
-``use_kernel``) and the block sizes in force (``rules.block_sizes``) when Numba compiles the
+``use_kernel``) and the block sizes in force (``in_force.block_sizes``) when Numba compiles the
 calling function are frozen into it: ``matmul`` and ``gemm`` are looked up then, inlined
 into the caller with that kernel's tile and those sizes as constants (``_FrozenAtCompile``).
 A caller compiled earlier keeps its kernel, one with ``cache=True`` the kernel it was first
@@ -58,7 +58,7 @@ from numba.extending import overload
 
 from ..drivers.standalone import standalone_product
 from ..drivers.unpacked import byte_span, spans_meet
-from ..plan import blocking, dispatch, rules
+from ..plan import blocking, dispatch, in_force
 from ..simd import address
 
 _FLOATS = (types.float32, types.float64)
@@ -332,7 +332,7 @@ _lock = threading.Lock()
 def _in_force(index: int):
     """Function ``index`` of ``_compiled`` for the kernel and block sizes in force."""
     kernel = dispatch.current()
-    sizes = {dtype: rules.block_sizes(kernel, dtype) for dtype in (_F32, _F64)}
+    sizes = {dtype: in_force.block_sizes(kernel, dtype) for dtype in (_F32, _F64)}
     key = (kernel.name, tuple(sizes.values()))
     with _lock:
         made = _made.get(key)

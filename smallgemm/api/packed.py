@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels import kernel_by_name
-from ..plan import dispatch, packed_layout, rules, runners
+from ..plan import dispatch, in_force, packed_layout, runners
 from ..plan.workspace import aligned_empty
 
 
@@ -60,7 +60,7 @@ class PackedMatrix:
                 f"this operand was packed for the {self.kernel_name!r} kernel but {kernel.name!r} is in "
                 f"use; pack it again"
             )
-        sizes = rules.block_sizes(kernel, self.dtype)
+        sizes = in_force.block_sizes(kernel, self.dtype)
         if (sizes.kc, sizes.nc) != (self.kc, self.nc):
             raise ValueError(
                 f"this operand was packed with KC={self.kc}, NC={self.nc} but KC={sizes.kc}, NC={sizes.nc} "
@@ -84,7 +84,7 @@ def pack(b, trans: bool = False) -> PackedMatrix:
     op = arr.T if trans else arr
     k, n = op.shape
     kernel = dispatch.current()
-    sizes = rules.block_sizes(kernel, arr.dtype)
+    sizes = in_force.block_sizes(kernel, arr.dtype)
     nr = kernel.nr(arr.dtype)
     padded = sum(-(-min(sizes.nc, n - jc) // nr) * nr for jc in range(0, n, sizes.nc))
     data = aligned_empty(max(1, k * padded), arr.dtype)

@@ -315,7 +315,7 @@ def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch
 def scale_add_entry(shape, alpha, sums, beta, c):
     """C = fma(alpha, sums, beta*C) per element, the tiles' SCALE rule with the kernel's
     multiply-add: the end of a product whose chains could not wait in C between KC blocks
-    (beta other than 0 and 1; ``strategies._in_two_steps``)."""
+    (beta other than 0 and 1; ``strategies.in_two_steps``)."""
     for i in range(c.shape[0]):
         for j in range(c.shape[1]):
             c[i, j] = multiply_add(shape, alpha, sums[i, j], beta * c[i, j])

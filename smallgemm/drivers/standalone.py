@@ -9,7 +9,7 @@ blocked loops (``blocked.gemm_serial``) and the PRODUCT table's rules for the sc
   when beta == 0 ("scale only");
 - alpha == beta == 1: each chain goes on from C ("continued chain"; ``blocked.block_merge``);
 - beta kept (not 0) and k longer than one KC block: the chains into a buffer first, then
-  C = fma(alpha, s, beta*C0) (``strategies._in_two_steps``, ``blocked.scale_add_entry``);
+  C = fma(alpha, s, beta*C0) (``strategies.in_two_steps``, ``blocked.scale_add_entry``);
 - a C that may overlap A or B: computed into a copy of C, then copied back.
 
 The scalars' decisions are taken on the caller's values (``alpha64``, ``beta64``: float64,

@@ -3,8 +3,8 @@
 A ``_Prepared`` binds the kernel's tiles, the block sizes in force, the workspace
 and the entries of the small ways in with their fixed arguments; entries are
 fetched (compiled or loaded) on their first call.  It is rebuilt when block sizes
-change (``rules._version``) and looked up again when the kernel or the exact mode
-changes (``rules._generation``).
+change (``in_force.version``) and looked up again when the kernel or the exact mode
+changes (``in_force.generation``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..drivers.unpacked import SMALL_REFUSED
 from ..kernels import Kernel
-from . import blocking, dispatch, entries, rules, warmup, workspace
+from . import blocking, dispatch, entries, in_force, rules, warmup, workspace
 from .entry import Entry
 
 # A KC longer than any k: the unpacked drivers' one block when products are exact.
@@ -78,9 +78,9 @@ class _FirstSmall(_FirstUse):
 class _Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread.
 
-    It binds the kernel's configuration in force (``rules.config_of``) when it is built, the
+    It binds the kernel's configuration in force (``in_force.config_of``) when it is built, the
     small-matrix way in's limits with it: a change takes effect once the states are rebuilt
-    (``rules.override_config`` and ``set_block_sizes`` rebuild them)."""
+    (``in_force.override_config`` and ``set_block_sizes`` rebuild them)."""
 
     __slots__ = (
         "batched",
@@ -111,7 +111,7 @@ class _Prepared:
     )
 
     def __init__(self, kernel: Kernel, dtype: np.dtype, version: int):
-        self.config = config = rules.config_of(kernel)
+        self.config = config = in_force.config_of(kernel)
         self.shape = kernel.shape
         self.gemv = kernel.gemv
         self.lane_sums = kernel.gemv.lane_sums  # passed as a bool: it unboxes for nothing
@@ -119,7 +119,7 @@ class _Prepared:
         self.tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, self.lane_sums, kernel.resident)
         self.narrow_cols = kernel.narrow.cols(dtype.itemsize)
         self.turned_rows = rules.turned_few_rows(kernel, config, dtype)
-        self.sizes = rules.block_sizes(kernel, dtype)
+        self.sizes = in_force.block_sizes(kernel, dtype)
         # The unpacked drivers' k blocks: one chain over all of k when exact, else KC's.
         self.chain_sizes = self.sizes if self.lane_sums else dataclasses.replace(self.sizes, kc=UNBOUNDED_KC)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
@@ -191,30 +191,32 @@ class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
         self.last: _Prepared | None = None  # the state current_prepared gave last: small calls find it first
-        self.generation = -1  # the value of rules._generation when it did
+        self.generation = -1  # the value of in_force.generation when it did
 
 
-_local = _PerThread()
+# This thread's prepared states and the last one given (``current_prepared``); the small
+# ways in read ``last`` and ``generation`` themselves, a Python call less per product.
+per_thread = _PerThread()
 
 
 def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
-    cache = _local.cache
+    cache = per_thread.cache
     key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
     prep = cache.get(key)
-    if prep is None or prep.version != rules._version:
-        prep = cache[key] = _Prepared(kernel, dtype, rules._version)
+    if prep is None or prep.version != in_force.version:
+        prep = cache[key] = _Prepared(kernel, dtype, in_force.version)
     return prep
 
 
 def current_prepared(dtype: np.dtype) -> _Prepared:
     """This thread's prepared state for the kernel in force and ``dtype``.  The last one
-    given serves while nothing changed (``rules._generation``): no kernel lookup on a small call
+    given serves while nothing changed (``in_force.generation``): no kernel lookup on a small call
     (~0.14 us of a 16x16 product)."""
-    local = _local
-    if local.generation == rules._generation and local.last.dtype is dtype:
+    local = per_thread
+    if local.generation == in_force.generation and local.last.dtype is dtype:
         return local.last
-    generation = rules._generation  # read first: a change from now on is seen by the next call
+    generation = in_force.generation  # read first: a change from now on is seen by the next call
     prep = local.last = prepared(dispatch.current(), dtype)
     local.generation = generation
     return prep

@@ -1,25 +1,18 @@
-"""The plan's rules and limits: which products skip packing, turn over, or use threads.
+"""The plan's fit rules: which products skip packing, turn over, or use threads.
 
-These are the fit rules the strategy table (``strategies``) reads, and the limits
-they compare with; and the block sizes in force for each kernel and dtype (the
-defaults of ``blocking``, a tuned configuration, or ``set_block_sizes``).
-Operands arrive as 2-D views of one float dtype (a transpose is a view), C does
-not overlap A or B; the public API has checked all of that.
+Pure functions of a product and a kernel's configuration, read by the strategy
+table (``strategies``); the configuration and block sizes in force are
+``in_force``'s.  Operands arrive as 2-D views of one float dtype (a transpose is
+a view), C does not overlap A or B; the public API has checked all of that.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterable
-from dataclasses import replace
-
 import numpy as np
 
 from ..drivers.unpacked import L1_SET_PERIOD_BYTES
-from ..kernels import KERNELS, Kernel, KernelConfig
+from ..kernels import Kernel, KernelConfig
 from ..kernels.shared import TASKS_PER_WORKER
-from . import blocking, dispatch
 
 # Rows this many bytes apart share L1 sets (``unpacked.L1_SET_PERIOD_BYTES``): the
 # 14 rows of A a direct tile reads at once then evict each other (float32
@@ -28,139 +21,8 @@ ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
 # Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 
-# Configurations overriding a kernel's own, by kernel name (``override_config``).
-_config_overrides: dict[str, KernelConfig] = {}
 
-
-def config_of(kernel: Kernel) -> KernelConfig:
-    """The tuning values in force for ``kernel``: its configuration, or an override."""
-    return _config_overrides.get(kernel.name, kernel.config)
-
-
-@contextlib.contextmanager
-def override_config(kernels: Iterable[Kernel] = KERNELS, **changes):
-    """Inside a with block, ``kernels``' configurations with ``changes`` (``KernelConfig``
-    field names), for experiments and tests that force a path.  The prepared states are
-    rebuilt on entry and on exit, so no call keeps a value from before."""
-    kept = dict(_config_overrides)
-    with _config_lock:
-        for kernel in kernels:
-            _config_overrides[kernel.name] = replace(config_of(kernel), **changes)
-        _forget_default_sizes()
-        _bump_version()
-    try:
-        yield
-    finally:
-        with _config_lock:
-            _config_overrides.clear()
-            _config_overrides.update(kept)
-            _forget_default_sizes()
-            _bump_version()
-
-
-# Block sizes in force, by (kernel name, dtype char).
-_block_sizes: dict[tuple[str, str], blocking.BlockSizes] = {}
-# The keys of _block_sizes set explicitly (``set_block_sizes``, a tuned configuration):
-# the others hold defaults, computed again from a configuration that changed.
-_set_explicitly: set[tuple[str, str]] = set()
-
-
-def _forget_default_sizes() -> None:
-    for key in [key for key in _block_sizes if key not in _set_explicitly]:
-        del _block_sizes[key]
-
-
-# A tuned configuration is applied once, before block sizes are first read or
-# set (an explicit set_block_sizes then wins over it).  The loader is registered
-# by the package (smallgemm.tune.record.apply_configured): the plan does not reach
-# up into the tuner.  The loader returns what ``info`` shows of the file applied.
-_config_loader: Callable[[], dict | None] | None = None
-_config_in_force: dict | None = None
-_config_lock = threading.RLock()  # re-entered by the loader's own set_block_sizes
-_config_applied = False
-_config_loading = False
-
-
-def set_config_loader(loader: Callable[[], dict | None] | None) -> None:
-    """Register the function that applies a tuned configuration before first use."""
-    global _config_loader, _config_applied, _config_in_force
-    with _config_lock:
-        _config_loader = loader
-        _config_applied = False
-        _config_in_force = None
-
-
-def tuned_configuration() -> dict | None:
-    """The tuned configuration in force (its path and schema, as the loader described it), or None."""
-    _apply_config_once()
-    return _config_in_force
-
-
-def _apply_config_once() -> None:
-    global _config_applied, _config_loading, _config_in_force
-    if _config_applied:
-        return
-    with _config_lock:  # other threads wait until the configuration is in force
-        if _config_applied or _config_loading or _config_loader is None:
-            return
-        _config_loading = True
-        try:
-            _config_in_force = _config_loader()  # a corrupt file raises here, and again on the next call
-            _config_applied = True
-        finally:
-            _config_loading = False
-
-
-def block_sizes(kernel: Kernel, dtype: np.dtype) -> blocking.BlockSizes:
-    """Block sizes in force for this kernel and dtype (a numpy dtype object)."""
-    _apply_config_once()
-    key = (kernel.name, dtype.char)
-    sizes = _block_sizes.get(key)
-    if sizes is None:
-        sizes = _block_sizes[key] = blocking.default(kernel, dtype, config=config_of(kernel))
-    return sizes
-
-
-_version = 0  # bumped whenever block sizes change: prepared states are rebuilt
-
-
-# Bumped by every change a call's prepared state depends on: block sizes (with _version),
-# the kernel in force or the exact mode (which leave the states valid: switching back
-# and forth rebuilds none).  ``current_prepared`` then looks the state up again.
-_generation = 0
-
-
-def _bump_version() -> None:
-    global _version, _generation
-    _version += 1
-    _generation += 1
-
-
-def _kernel_changed() -> None:
-    global _generation
-    _generation += 1
-
-
-dispatch.on_change(_kernel_changed)
-
-
-def set_block_sizes(kernel: Kernel, dtype: np.dtype, sizes: blocking.BlockSizes | None) -> None:
-    """Override (or, with None, reset) the block sizes of one kernel and dtype."""
-    _apply_config_once()
-    dtype = np.dtype(dtype)
-    key = (kernel.name, dtype.char)
-    if sizes is None:
-        _block_sizes.pop(key, None)
-        _set_explicitly.discard(key)
-        _bump_version()
-        return
-    sizes.check(kernel.mr(), kernel.nr(dtype))
-    _block_sizes[key] = sizes
-    _set_explicitly.add(key)
-    _bump_version()
-
-
-def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
+def turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_cols: int) -> bool:
     """Whether a C at most half as wide as the narrow tile is computed turned over.
 
     With 2-8 float32 columns (2-4 float64) the narrow tile computes 16 (8)
@@ -186,7 +48,7 @@ def _turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_co
 
 
 def turned_few_rows(kernel: Kernel, config: KernelConfig, dtype: np.dtype) -> tuple[int, ...]:
-    """The few rows (m) of ``x @ W.T`` computed turned over on ``kernel`` (``_turns_few_rows``).
+    """The few rows (m) of ``x @ W.T`` computed turned over on ``kernel`` (``turns_few_rows``).
 
     Float32: as many as one strip of the narrow or the main tile holds; other m leave
     lanes of the strip empty and lose to the transposing stream.  Float64: any m from 2
@@ -202,7 +64,7 @@ def turned_few_rows(kernel: Kernel, config: KernelConfig, dtype: np.dtype) -> tu
     return (narrow, main)
 
 
-def _turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
+def turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_rows: tuple[int, ...]) -> bool:
     """Whether a few-rows product with B's columns contiguous (``x @ W.T``, W stored
     [N, K]) is computed turned over: C^T = W x^T, x^T copied to contiguous rows.
 
@@ -222,7 +84,7 @@ def _turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_r
     return m in turned_rows and m <= config.few_rows_max < n and b.strides[0] == size and b.strides[1] != size
 
 
-def _oriented(config: KernelConfig, a, b, c, narrow_cols):
+def oriented(config: KernelConfig, a, b, c, narrow_cols):
     """(a, b, c, swapped): the problem turned the way the kernels read it best.
 
     The kernel writes rows of C with vector stores: for a C whose columns are
@@ -232,7 +94,7 @@ def _oriented(config: KernelConfig, a, b, c, narrow_cols):
     rows of B^T = x are contiguous and stream, where the tiles of the
     untransposed problem walk down A one row stride per k
     (``x.T @ g``, x [256,2048], g [256,10], one thread: ~3x faster turned over);
-    so is a C narrower than half the narrow tile (``_turns_narrow``).  Each
+    so is a C narrower than half the narrow tile (``turns_narrow``).  Each
     element is the same chain of FMAs either way (a product does not depend
     on its operands' order), so the bits do not change.
     """
@@ -242,12 +104,12 @@ def _oriented(config: KernelConfig, a, b, c, narrow_cols):
     m, n = c.shape
     if n <= config.few_rows_max < m and a.strides[0] == size and a.strides[1] != size:
         return b.T, a.T, c.T, True
-    if _turns_narrow(config, m, n, a, narrow_cols):
+    if turns_narrow(config, m, n, a, narrow_cols):
         return b.T, a.T, c.T, True
     return a, b, c, False
 
 
-def _use_unpacked(
+def use_unpacked(
     config: KernelConfig,
     m: int,
     n: int,
@@ -284,7 +146,7 @@ def _use_unpacked(
     return m <= config.few_rows_max and b.strides[0] == size
 
 
-def _each_on_all_workers(
+def each_on_all_workers(
     config: KernelConfig, count: int, m: int, n: int, k: int, unpacked: bool, workers: int, dtype: np.dtype
 ) -> bool:
     """Whether a stack's products should each use every worker, one after the other,

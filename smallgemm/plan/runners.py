@@ -15,7 +15,7 @@ import numpy as np
 from ..drivers.parallel import NO_LOG
 from ..kernels import Kernel
 from ..machine import threads
-from . import blocking, entries, packed_layout, prepared, rules, warmup, workspace
+from . import blocking, entries, in_force, packed_layout, prepared, warmup, workspace
 
 # One parallel product at a time: Numba's workqueue layer cannot launch two at
 # once, and two products each using every core would oversubscribe them.  A
@@ -225,8 +225,8 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
     says what is wrong: mismatched shapes or part-element strides; or, before any product
     has needed the unpacked entry, any product: see ``_FirstSmall``).  ``dtype``: theirs."""
-    local = prepared._local  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
-    prep = local.last if local.generation == rules._generation else None
+    local = prepared.per_thread  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
+    prep = local.last if local.generation == in_force.generation else None
     if prep is None or prep.dtype is not dtype:
         prep = prepared.current_prepared(dtype)
     return prep.small(a, b, c)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM, unpacked_form
 from ..machine import threads
-from . import entries, prepared, rules, runners, warmup
+from . import entries, in_force, prepared, rules, runners, warmup
 from .entry import Entry
 
 
@@ -72,11 +72,11 @@ class Problem:
         return prep
 
     def orient(self) -> None:
-        """Turn the problem the way the kernels read it best (``rules._oriented``), once."""
+        """Turn the problem the way the kernels read it best (``rules.oriented``), once."""
         if self._oriented:
             return
         self._oriented = True
-        self.a, self.b, self.c, self.swapped = rules._oriented(
+        self.a, self.b, self.c, self.swapped = rules.oriented(
             self.prep.config, self.a, self.b, self.c, self.prep.narrow_cols
         )
         if self.swapped:
@@ -87,7 +87,7 @@ class Problem:
 
     @property
     def unpacked(self) -> bool:
-        """Whether the unpacked driver computes it (``rules._use_unpacked``)."""
+        """Whether the unpacked driver computes it (``rules.use_unpacked``)."""
         unpacked = self._unpacked
         if unpacked is None:
             unpacked = self._unpacked = self.turned or self._use_unpacked()
@@ -100,7 +100,7 @@ class Problem:
             one_thread = self.workers == 1 or not rules.worth_threads(prep.config, m, n, k, True, self.dtype)
         else:
             one_thread = self.workers == 1
-        return rules._use_unpacked(
+        return rules.use_unpacked(
             prep.config,
             m,
             n,
@@ -137,12 +137,12 @@ class Problem:
             self.a, self.b, self.c, self.turned = self.b.T, np.ascontiguousarray(self.a.T), self.c.T, True
 
     def turn_few_rows(self) -> bool:
-        """Turn ``x @ W.T`` over (C^T = W x^T) where ``rules._turns_few_rows`` says so; m and n
+        """Turn ``x @ W.T`` over (C^T = W x^T) where ``rules.turns_few_rows`` says so; m and n
         stay as given, so that threads are chosen as for the few-rows stream of W."""
         self.orient()
         if self.turned:
             return True
-        if self.swapped or not rules._turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
+        if self.swapped or not rules.turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
             return False
         self.a, self.b, self.c = self.b.T, np.ascontiguousarray(self.a.T), self.c.T
         self.turned = True
@@ -161,7 +161,7 @@ class Strategy:
 
     # Whether the row's drivers continue each chain across KC blocks in C (the blocked
     # loops), so that a beta other than 0 (and than gemm's continued chain) needs k within
-    # one block: a longer product is computed into a buffer first (``_in_two_steps``).
+    # one block: a longer product is computed into a buffer first (``in_two_steps``).
     chains_in_c: bool = False
 
     # The compiled entries the serial and the parallel runner call, each runner its own:
@@ -175,7 +175,7 @@ class Strategy:
         if self.chains_in_c and p.beta != 0 and not (p.alpha == 1 and p.beta == 1) and p.k > p.prep.sizes.kc:
             needed = (self.parallel_entries if threaded else self.serial_entries) + (entries.SCALE_ADD,)
             if not warmup.ran_first(needed, p):
-                _in_two_steps(self, p)
+                in_two_steps(self, p)
             return
         if threaded and runners.in_parallel(self._run_parallel, p):
             return
@@ -187,12 +187,12 @@ class Strategy:
             self.parallel(p)
 
 
-def _in_two_steps(strategy: Strategy, p: Problem) -> None:
+def in_two_steps(strategy: Strategy, p: Problem) -> None:
     """C = alpha*s + beta*C0 where C cannot hold the chains s between KC blocks (C0 is
     needed at the end): s into a buffer first, then C = fma(alpha, s, beta*C0)."""
     sums = np.empty(p.c.shape, p.dtype)
     q = Problem(1.0, p.a, p.b, 0.0, sums, p.workers, p.offsets)
-    q._oriented = True  # p's orientation, already applied
+    q.oriented = True  # p's orientation, already applied
     strategy.run(q)
     runners.scale_add(p.prep, p.alpha, sums, p.beta, p.c)
 
@@ -347,7 +347,7 @@ PRODUCT = (
         "direct tiles",
         "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
         "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
-        "the kernel's one-thread volume (rules._use_unpacked)",
+        "the kernel's one-thread volume (rules.use_unpacked)",
         lambda p: p.unpacked,
         _unpacked_worth_threads,
         _unpacked_serial,
@@ -407,11 +407,11 @@ STACK = (
     ),
     Strategy(
         "stack, each product on all workers",
-        "products worth threads alone but too few to share out evenly (rules._each_on_all_workers)",
+        "products worth threads alone but too few to share out evenly (rules.each_on_all_workers)",
         lambda p: (
             p.workers > 1
             and _stack_worth_threads(p)
-            and rules._each_on_all_workers(
+            and rules.each_on_all_workers(
                 p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype
             )
         ),
@@ -443,7 +443,7 @@ STACK = (
 
 
 # PRODUCT's choices, by everything its rules read: dtype, shapes, strides, workers, whether
-# alpha is 0 or alpha and beta 1, and rules._generation (kernel, exact mode, block sizes and
+# alpha is 0 or alpha and beta 1, and in_force.generation (kernel, exact mode, block sizes and
 # configuration in force).
 # Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.
 _placed: dict[tuple, tuple[Strategy, bool, bool]] = {}
@@ -464,7 +464,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         workers,
         alpha == 0,
         alpha == 1 and beta == 1,
-        rules._generation,
+        in_force.generation,
     )
     placed = _placed.get(key)
     if placed is None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..kernels import Kernel, kernel_by_name
 from ..machine import cpu, threads
-from ..plan import blocking, dispatch, rules, strategies
+from ..plan import blocking, dispatch, in_force, strategies
 
 SCOPES = ("compute", "end_to_end")  # strategies.run on ready operands | the public matmul call
 ALLOCATIONS = ("reused", "fresh")  # one output buffer for every call | a new one per call
@@ -154,12 +154,12 @@ def configured(candidate: Candidate) -> Iterator[None]:
     kernel = _kernel_of(candidate)
     dtype = np.dtype(candidate.dtype)
     with dispatch.use_kernel(candidate.kernel), threads.num_threads(candidate.threads):
-        previous = rules.block_sizes(kernel, dtype)
-        rules.set_block_sizes(kernel, dtype, candidate.sizes)
+        previous = in_force.block_sizes(kernel, dtype)
+        in_force.set_block_sizes(kernel, dtype, candidate.sizes)
         try:
             yield
         finally:
-            rules.set_block_sizes(kernel, dtype, previous)
+            in_force.set_block_sizes(kernel, dtype, previous)
 
 
 def _valid_operands(candidate: Candidate, a, b) -> bool:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..kernels import kernel_by_name
 from ..machine import cpu, settings
-from ..plan import blocking, rules
+from ..plan import blocking, in_force
 from ..version import __version__
 
 SCHEMA_VERSION = "mmkts_1"
@@ -394,7 +394,7 @@ def apply_config(path: str | os.PathLike | None = None) -> Config | None:
         )
         return None
     for t in config.tunings:
-        rules.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
+        in_force.set_block_sizes(kernel_by_name(t.kernel), np.dtype(t.dtype), t.sizes)
     return config
 
 

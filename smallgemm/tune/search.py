@@ -21,7 +21,7 @@ import numpy as np
 
 from ..api.matmul import matmul
 from ..kernels import kernel_by_name
-from ..plan import blocking, rules, strategies, warmup
+from ..plan import blocking, in_force, strategies, warmup
 from ..progress import ProgressBar
 from .candidates import (
     DEFAULT_WORKSPACE_LIMIT,
@@ -48,7 +48,7 @@ def boundary_shapes(candidate: Candidate) -> list[Shape]:
     """
     kernel = kernel_by_name(candidate.kernel)
     mr, nr = kernel.mr(), kernel.nr(candidate.dtype)
-    config = rules.config_of(kernel)
+    config = in_force.config_of(kernel)
     m0, n0, k0 = max(3 * mr, config.few_rows_max) + 1, 2 * nr + 1, candidate.kc + 1
     while m0 * n0 * k0 <= config.unpacked_max_volume.of(np.dtype(candidate.dtype).itemsize):
         n0 += nr
