@@ -389,7 +389,7 @@ def test_concurrent_calls_from_python_threads(always_parallel):
 
 CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
-from smallgemm.plan import rules
+from smallgemm.plan import in_force
 from smallgemm.kernels import BySize
 in_force.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
 rng = np.random.default_rng(0)

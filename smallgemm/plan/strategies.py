@@ -192,7 +192,7 @@ def in_two_steps(strategy: Strategy, p: Problem) -> None:
     needed at the end): s into a buffer first, then C = fma(alpha, s, beta*C0)."""
     sums = np.empty(p.c.shape, p.dtype)
     q = Problem(1.0, p.a, p.b, 0.0, sums, p.workers, p.offsets)
-    q.oriented = True  # p's orientation, already applied
+    q._oriented = True  # p's orientation, already applied
     strategy.run(q)
     runners.scale_add(p.prep, p.alpha, sums, p.beta, p.c)
 
