@@ -8,10 +8,10 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .memory import _copy_args, _shape_constant, _tile_args
-from .pack import _transpose
+from .memory import copy_args, shape_constant, tile_args
+from .pack import transpose_vectors
 from .tile import lane_mask, masked_load
-from .types import _I64, TileShape, TileType, _declare_fma, _float_pointer, _splat, _vector_ptr, _vector_type
+from .types import I64, TileShape, TileType, declare_fma, float_pointer, splat_vector, vector_ptr, vector_type
 
 # --- row dots: a matrix with contiguous rows times one vector ------------------
 
@@ -39,14 +39,14 @@ def _zeros_of(block_shape, name: str, doc: str):
     zeros, for the dtype of ``ptr`` (the dot blocks' starting sums)."""
 
     def typer(typingctx, shape, ptr):
-        found = _tile_args(shape, ptr)
+        found = tile_args(shape, ptr)
         if found is None:
             return None
         s, dtype = found
         block = TileType(block_shape(s), dtype)
 
         def codegen(context, builder, signature, args):
-            return ir.Constant(ir.ArrayType(_vector_type(s, dtype), block.vector_count()), None)
+            return ir.Constant(ir.ArrayType(vector_type(s, dtype), block.vector_count()), None)
 
         return block(shape, ptr), codegen
 
@@ -78,37 +78,39 @@ def _dot_rows_update(builder, s, dtype, acc, vp, voff, vstride, mp, moff, ld, ro
     float32 blocks ran 1.4x slower than one); a reloaded splat is one
     more load, which the loop has slots for.
     """
-    vec = _vector_type(s, dtype)
+    vec = vector_type(s, dtype)
     lanes = vec.count
-    fma = _declare_fma(builder.module, s.fused, vec)
+    fma = declare_fma(builder.module, s.fused, vec)
     mask = None if live is None else lane_mask(builder, live, 0, lanes)
-    last = builder.sub(rows, ir.Constant(_I64, 1))
+    last = builder.sub(rows, ir.Constant(I64, 1))
 
     def splats(base):
         steps = []  # (x splat, whether step p is taken: None when always)
         for p in range(lanes):
-            step = ir.Constant(_I64, p)
+            step = ir.Constant(I64, p)
             taken = None if live is None else builder.icmp_signed("<", step, live)
             at = (
-                step if taken is None else builder.select(taken, step, ir.Constant(_I64, 0))
+                step if taken is None else builder.select(taken, step, ir.Constant(I64, 0))
             )  # v past live_k unread
             x = builder.load(builder.gep(vp, [builder.add(base, builder.mul(at, vstride))]))
-            steps.append((_splat(builder, x, vec), taken))
+            steps.append((splat_vector(builder, x, vec), taken))
         return steps
 
     for g in range(s.vectors):
         steps = splats(voff if g == 0 else _opaque(builder, voff))
         offsets = []
         for r in range(lanes):
-            row = ir.Constant(_I64, g * lanes + r)
+            row = ir.Constant(I64, g * lanes + r)
             row = builder.select(builder.icmp_signed("<", row, rows), row, last)
             offsets.append(builder.add(moff, builder.mul(row, ld)))
         if mask is None:
-            columns = _transpose(
-                builder, [builder.load(_vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes
+            columns = transpose_vectors(
+                builder, [builder.load(vector_ptr(builder, mp, o, vec), align=1) for o in offsets], lanes
             )
         else:
-            columns = _transpose(builder, [masked_load(builder, mp, o, vec, mask) for o in offsets], lanes)
+            columns = transpose_vectors(
+                builder, [masked_load(builder, mp, o, vec, mask) for o in offsets], lanes
+            )
         sums = builder.extract_value(acc, g)
         for p, (x, taken) in enumerate(steps):
             step = builder.call(fma, [x, columns[p], sums])
@@ -128,7 +130,7 @@ def _dot_args(block, v, mat, block_shape=None):
         shapes = (block_shape(block.shape),)
     if block.shape not in shapes:
         return None
-    if _float_pointer(v) != block.dtype or mat != v:
+    if float_pointer(v) != block.dtype or mat != v:
         return None
     return block.shape, block.dtype
 
@@ -188,7 +190,7 @@ def _lane_dot_shape(shape: TileShape) -> TileShape:
     return TileShape(rows=LANE_DOT_ROWS, vectors=2, bits=shape.bits, fused=shape.fused)
 
 
-lane_dot_width = _shape_constant(lambda s, size: 2 * s.lanes(size), needs_pointer=True)
+lane_dot_width = shape_constant(lambda s, size: 2 * s.lanes(size), needs_pointer=True)
 lane_dot_width.__doc__ = (
     "lane_dot_width(shape, ptr): k steps one ``lane_dot_steps`` takes, a compile-time constant."
 )
@@ -203,20 +205,20 @@ lane_dot_zero = _zeros_of(
 
 def _lane_dot_update(builder, s, dtype, acc, vp, voff, mp, moff, ld, rows, live):
     """The body of ``lane_dot_steps`` / ``lane_dot_tail``: ``live`` None for two whole vectors of k."""
-    vec = _vector_type(s, dtype)
+    vec = vector_type(s, dtype)
     lanes = vec.count
-    fma = _declare_fma(builder.module, s.fused, vec)
-    last = builder.sub(rows, ir.Constant(_I64, 1))
+    fma = declare_fma(builder.module, s.fused, vec)
+    last = builder.sub(rows, ir.Constant(I64, 1))
 
     def load(ptr, off, half):
-        at = builder.add(off, ir.Constant(_I64, half * lanes))
+        at = builder.add(off, ir.Constant(I64, half * lanes))
         if live is None:
-            return builder.load(_vector_ptr(builder, ptr, at, vec), align=1)
+            return builder.load(vector_ptr(builder, ptr, at, vec), align=1)
         return masked_load(builder, ptr, at, vec, lane_mask(builder, live, half * lanes, lanes))
 
     xs = [load(vp, voff, half) for half in range(2)]
     for r in range(LANE_DOT_ROWS):
-        row = ir.Constant(_I64, r)
+        row = ir.Constant(I64, r)
         row = builder.select(builder.icmp_signed("<", row, rows), row, last)
         off = builder.add(moff, builder.mul(row, ld))
         for half in range(2):
@@ -267,7 +269,7 @@ def lane_dot_sums(typingctx, block, buf):
     if (
         not isinstance(block, TileType)
         or block.shape != _lane_dot_shape(block.shape)
-        or _float_pointer(buf) != block.dtype
+        or float_pointer(buf) != block.dtype
     ):
         return None
 
@@ -287,7 +289,7 @@ def lane_dot_sums(typingctx, block, buf):
                 )
                 total = builder.fadd(low, high)
             builder.store(
-                builder.extract_element(total, ir.Constant(i32, 0)), builder.gep(bp, [ir.Constant(_I64, r)])
+                builder.extract_element(total, ir.Constant(i32, 0)), builder.gep(bp, [ir.Constant(I64, r)])
             )
         return context.get_dummy_value()
 
@@ -301,21 +303,21 @@ def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
     The streaming step of a single-row product: LLVM does not vectorise the
     equivalent scalar loop on its own (it cannot prove the two rows apart).
     """
-    found = _copy_args(shape, src, dst)
+    found = copy_args(shape, src, dst)
     if found is None or x != found[1]:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, xv, sp, so, dp, do = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
-        target = _vector_ptr(builder, dp, do, vec)
+        vec = vector_type(s, dtype)
+        fma = declare_fma(builder.module, s.fused, vec)
+        target = vector_ptr(builder, dp, do, vec)
         value = builder.call(
             fma,
             [
-                _splat(builder, xv, vec),
-                builder.load(_vector_ptr(builder, sp, so, vec), align=1),
+                splat_vector(builder, xv, vec),
+                builder.load(vector_ptr(builder, sp, so, vec), align=1),
                 builder.load(target, align=1),
             ],
         )
@@ -341,24 +343,24 @@ def _axpy_rows(count):
         ``axpy_vector`` count times in one: the same multiply-adds in the same
         order, with ``dst``'s vector loaded and stored once, not once per row.
         """
-        found = _copy_args(shape, src, dst)
+        found = copy_args(shape, src, dst)
         if found is None or x != src:
             return None
         s, dtype = found
 
         def codegen(context, builder, signature, args):
             _, xp, xo, xs, sp, so, rsv, dp, do = args
-            vec = _vector_type(s, dtype)
-            fma = _declare_fma(builder.module, s.fused, vec)
-            target = _vector_ptr(builder, dp, do, vec)
+            vec = vector_type(s, dtype)
+            fma = declare_fma(builder.module, s.fused, vec)
+            target = vector_ptr(builder, dp, do, vec)
             value = builder.load(target, align=1)
             for q in range(count):
-                step = ir.Constant(_I64, q)
+                step = ir.Constant(I64, q)
                 scale = builder.load(builder.gep(xp, [builder.add(xo, builder.mul(step, xs))]))
                 row = builder.load(
-                    _vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1
+                    vector_ptr(builder, sp, builder.add(so, builder.mul(step, rsv)), vec), align=1
                 )
-                value = builder.call(fma, [_splat(builder, scale, vec), row, value])
+                value = builder.call(fma, [splat_vector(builder, scale, vec), row, value])
             builder.store(value, target, align=1)
             return context.get_dummy_value()
 

@@ -9,19 +9,19 @@ from numba import types
 from numba.extending import intrinsic
 
 from .types import (
-    _I64,
-    _OUTER_LEVELS,
-    _READ,
+    I64,
+    OUTER_LEVELS,
+    PREFETCH_READ,
     RowDotsRuleType,
     TileShape,
     TileShapeType,
-    _declare_fma,
-    _float_pointer,
-    _itemsize,
-    _lane_type,
-    _prefetch,
-    _vector_ptr,
-    _vector_type,
+    declare_fma,
+    element_bytes,
+    emit_prefetch,
+    float_pointer,
+    lane_type,
+    vector_ptr,
+    vector_type,
 )
 
 # --- scalars and pointers -------------------------------------------------------
@@ -58,7 +58,7 @@ def buffer_at(typingctx, addr, like):
 def zero_of(typingctx, ptr):
     """Zero in the element type of ``ptr``: the padding of packed panels (a zero made
     from an element, ``buf[0] * 0``, is NaN when that element is an infinity)."""
-    dtype = _float_pointer(ptr)
+    dtype = float_pointer(ptr)
     if dtype is None:
         return None
 
@@ -71,7 +71,7 @@ def zero_of(typingctx, ptr):
 @intrinsic
 def one_of(typingctx, ptr):
     """One in the element type of ``ptr``: the alpha of a KC block whose chain goes on."""
-    dtype = _float_pointer(ptr)
+    dtype = float_pointer(ptr)
     if dtype is None:
         return None
 
@@ -100,24 +100,24 @@ def _elements_to_boundary(boundary_bytes):
     never reaches one)."""
 
     def typer(typingctx, shape, ptr, offset):
-        dtype = _float_pointer(ptr)
+        dtype = float_pointer(ptr)
         if not isinstance(shape, TileShapeType) or dtype is None or not isinstance(offset, types.Integer):
             return None
-        size = _itemsize(dtype)
+        size = element_bytes(dtype)
         boundary = boundary_bytes(shape.shape, size)
 
         def codegen(context, builder, signature, args):
             _, p, off = args
-            at = builder.ptrtoint(builder.gep(p, [off]), _I64)
-            into = builder.and_(at, ir.Constant(_I64, boundary - 1))
+            at = builder.ptrtoint(builder.gep(p, [off]), I64)
+            into = builder.and_(at, ir.Constant(I64, boundary - 1))
             to_boundary = builder.and_(
-                builder.sub(ir.Constant(_I64, boundary), into), ir.Constant(_I64, boundary - 1)
+                builder.sub(ir.Constant(I64, boundary), into), ir.Constant(I64, boundary - 1)
             )
             whole = builder.icmp_unsigned(
-                "==", builder.and_(at, ir.Constant(_I64, size - 1)), ir.Constant(_I64, 0)
+                "==", builder.and_(at, ir.Constant(I64, size - 1)), ir.Constant(I64, 0)
             )
             return builder.select(
-                whole, builder.udiv(to_boundary, ir.Constant(_I64, size)), ir.Constant(_I64, 0)
+                whole, builder.udiv(to_boundary, ir.Constant(I64, size)), ir.Constant(I64, 0)
             )
 
         return types.int64(shape, ptr, offset), codegen
@@ -149,20 +149,20 @@ def multiply_add(typingctx, shape, x, y, z):
         return None
 
     def codegen(context, builder, signature, args):
-        fn = _declare_fma(builder.module, shape.shape.fused, _lane_type(x))
+        fn = declare_fma(builder.module, shape.shape.fused, lane_type(x))
         return builder.call(fn, args[1:])
 
     return x(shape, x, y, z), codegen
 
 
-def _shape_constant(value, needs_pointer: bool):
+def shape_constant(value, needs_pointer: bool):
     """An intrinsic returning ``value(TileShape, itemsize)`` as a compile-time int64."""
 
     def typer(typingctx, shape, ptr=None):
-        dtype = _float_pointer(ptr) if needs_pointer else types.float64
+        dtype = float_pointer(ptr) if needs_pointer else types.float64
         if not isinstance(shape, TileShapeType) or dtype is None:
             return None
-        constant = ir.Constant(_I64, value(shape.shape, _itemsize(dtype)))
+        constant = ir.Constant(I64, value(shape.shape, element_bytes(dtype)))
 
         def codegen(context, builder, signature, args):
             return constant
@@ -174,31 +174,31 @@ def _shape_constant(value, needs_pointer: bool):
     return intrinsic(lambda typingctx, shape: typer(typingctx, shape))
 
 
-tile_rows = _shape_constant(lambda s, size: s.rows, needs_pointer=False)
+tile_rows = shape_constant(lambda s, size: s.rows, needs_pointer=False)
 tile_rows.__doc__ = "tile_rows(shape): MR of the shape, as a compile-time constant."
-tile_cols = _shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
+tile_cols = shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
 tile_cols.__doc__ = (
     "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
 )
-tile_lanes = _shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
+tile_lanes = shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
 tile_lanes.__doc__ = (
     "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
 )
-line_elements = _shape_constant(lambda s, size: 64 // size, needs_pointer=True)
+line_elements = shape_constant(lambda s, size: 64 // size, needs_pointer=True)
 line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
-tile_step_fmas = _shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
+tile_step_fmas = shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
 tile_step_fmas.__doc__ = (
     "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
 )
-resident_depth = _shape_constant(lambda s, size: s.depth, needs_pointer=False)
+resident_depth = shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = (
     "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 )
-tile_fetches_ahead = _shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
+tile_fetches_ahead = shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
 tile_fetches_ahead.__doc__ = (
     "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
 )
-tile_dot_pairs = _shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
+tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
 tile_dot_pairs.__doc__ = (
     "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
 )
@@ -262,33 +262,33 @@ def atomic_fetch_add(typingctx, ptr, value):
     return types.int64(ptr, value), codegen
 
 
-def _tile_args(shape, ptr):
+def tile_args(shape, ptr):
     """(TileShape, dtype) when the arguments name a valid tile, else None."""
-    dtype = _float_pointer(ptr)
+    dtype = float_pointer(ptr)
     if not isinstance(shape, TileShapeType) or dtype is None:
         return None
     return shape.shape, dtype
 
 
-def _copy_args(shape, src, dst):
+def copy_args(shape, src, dst):
     """(TileShape, dtype) for an intrinsic moving data from ``src`` to a same-typed ``dst``, else None."""
     if dst != src:
         return None
-    return _tile_args(shape, src)
+    return tile_args(shape, src)
 
 
 def _copy_one_vector(shape, src, src_off, dst, dst_off, streaming):
     """Typing and codegen of the one-vector copies (``copy_vector``, ``copy_vector_streaming``)."""
-    found = _copy_args(shape, src, dst)
+    found = copy_args(shape, src, dst)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, dp, do = args
-        vec = _vector_type(s, dtype)
-        value = builder.load(_vector_ptr(builder, sp, so, vec), align=1)
-        store = builder.store(value, _vector_ptr(builder, dp, do, vec), align=s.bits // 8 if streaming else 1)
+        vec = vector_type(s, dtype)
+        value = builder.load(vector_ptr(builder, sp, so, vec), align=1)
+        store = builder.store(value, vector_ptr(builder, dp, do, vec), align=s.bits // 8 if streaming else 1)
         if streaming:
             store.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
         return context.get_dummy_value()
@@ -325,11 +325,11 @@ def store_fence(typingctx):
 @intrinsic
 def prefetch_read(typingctx, ptr, off):
     """Hint that ``ptr + off`` will be read soon (no effect on results; never faults)."""
-    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+    if float_pointer(ptr) is None or not isinstance(off, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
-        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ)
+        emit_prefetch(builder, builder.gep(args[0], [args[1]]), 0, PREFETCH_READ)
         return context.get_dummy_value()
 
     return types.void(ptr, off), codegen
@@ -339,11 +339,11 @@ def prefetch_read(typingctx, ptr, off):
 def prefetch_read_l2(typingctx, ptr, off):
     """Hint that ``ptr + off`` will be read, but not before what the L1 holds now
     has been used: the line comes into the L2, not the L1."""
-    if _float_pointer(ptr) is None or not isinstance(off, types.Integer):
+    if float_pointer(ptr) is None or not isinstance(off, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
-        _prefetch(builder, builder.gep(args[0], [args[1]]), 0, _READ, _OUTER_LEVELS)
+        emit_prefetch(builder, builder.gep(args[0], [args[1]]), 0, PREFETCH_READ, OUTER_LEVELS)
         return context.get_dummy_value()
 
     return types.void(ptr, off), codegen

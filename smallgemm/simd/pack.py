@@ -8,12 +8,12 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .memory import _copy_args, _tile_args
+from .memory import copy_args, tile_args
 from .tile import lane_mask, masked_load
-from .types import _I64, _declare_fma, _vector_ptr, _vector_type
+from .types import I64, declare_fma, vector_ptr, vector_type
 
 
-def _transpose(builder, rows, lanes):
+def transpose_vectors(builder, rows, lanes):
     """Transpose a square block of ``lanes`` vectors of ``lanes`` lanes (butterfly of 2-input shuffles).
 
     Stage ``h`` swaps bit ``h`` of the row index with bit ``h`` of the lane
@@ -51,7 +51,7 @@ def _store_first_lanes(builder, value, base, off, live):
     first = 0
     while first < live:
         piece = 1 << ((live - first).bit_length() - 1)
-        at = builder.add(off, ir.Constant(_I64, first))
+        at = builder.add(off, ir.Constant(I64, first))
         if piece == 1:
             builder.store(builder.extract_element(value, ir.Constant(i32, first)), builder.gep(base, [at]))
         else:
@@ -62,7 +62,7 @@ def _store_first_lanes(builder, value, base, off, live):
                     value, undef, ir.Constant(ir.VectorType(i32, piece), list(range(first, first + piece)))
                 )
             )
-            builder.store(part, _vector_ptr(builder, base, at, ir.VectorType(vec.element, piece)), align=1)
+            builder.store(part, vector_ptr(builder, base, at, ir.VectorType(vec.element, piece)), align=1)
         first += piece
 
 
@@ -80,14 +80,14 @@ def pack_a_rows_block(typingctx, shape, src, src_off, rs, dst, dst_off):
     what it writes past its end: one vector store instead of two or three
     smaller ones.  Nothing past the block's last element is written.
     """
-    found = _copy_args(shape, src, dst)
+    found = copy_args(shape, src, dst)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, rstride, dp, do = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         lanes = vec.count
         undef = ir.Constant(vec, ir.Undefined)
         pieces = [[] for _ in range(lanes)]  # per k: (value, lanes live) of each LANES-row group
@@ -96,16 +96,16 @@ def pack_a_rows_block(typingctx, shape, src, src_off, rs, dst, dst_off):
             rows = []
             for i in range(lanes):
                 if i < live:
-                    off = builder.add(so, builder.mul(rstride, ir.Constant(_I64, q0 + i)))
-                    rows.append(builder.load(_vector_ptr(builder, sp, off, vec), align=1))
+                    off = builder.add(so, builder.mul(rstride, ir.Constant(I64, q0 + i)))
+                    rows.append(builder.load(vector_ptr(builder, sp, off, vec), align=1))
                 else:
                     rows.append(undef)
-            for p, column in enumerate(_transpose(builder, rows, lanes)):
+            for p, column in enumerate(transpose_vectors(builder, rows, lanes)):
                 pieces[p].append((column, live))
         stores = [piece for column in pieces for piece in column]
         at = 0
         for index, (value, live) in enumerate(stores):
-            off = builder.add(do, ir.Constant(_I64, at))
+            off = builder.add(do, ir.Constant(I64, at))
             spill_covered = index + 1 < len(stores) and lanes - live <= stores[index + 1][1]
             _store_first_lanes(builder, value, dp, off, lanes if spill_covered else live)
             at += live
@@ -123,33 +123,33 @@ def fma_throughput_loop(typingctx, shape, src, iterations):
     FMA peak of the core for this vector width and dtype, measured with the same
     IR the kernels use.  Performs 2 * lanes * rows * vectors * iterations flops.
     """
-    found = _tile_args(shape, src)
+    found = tile_args(shape, src)
     if found is None or not isinstance(iterations, types.Integer):
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, count = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, True, vec)
-        x = builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, 0), vec), align=1)
-        y = builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, vec.count), vec), align=1)
-        start = [builder.load(_vector_ptr(builder, sp, ir.Constant(_I64, 2 * vec.count), vec), align=1)]
+        vec = vector_type(s, dtype)
+        fma = declare_fma(builder.module, True, vec)
+        x = builder.load(vector_ptr(builder, sp, ir.Constant(I64, 0), vec), align=1)
+        y = builder.load(vector_ptr(builder, sp, ir.Constant(I64, vec.count), vec), align=1)
+        start = [builder.load(vector_ptr(builder, sp, ir.Constant(I64, 2 * vec.count), vec), align=1)]
         n_acc = s.rows * s.vectors
         entry = builder.block
         loop = builder.append_basic_block("fma_loop")
         done = builder.append_basic_block("fma_done")
         builder.branch(loop)
         builder.position_at_end(loop)
-        counter = builder.phi(_I64)
-        counter.add_incoming(ir.Constant(_I64, 0), entry)
+        counter = builder.phi(I64)
+        counter.add_incoming(ir.Constant(I64, 0), entry)
         accs = []
         for _ in range(n_acc):
             phi = builder.phi(vec)
             phi.add_incoming(start[0], entry)
             accs.append(phi)
         new = [builder.call(fma, [acc, x, y]) for acc in accs]
-        nxt = builder.add(counter, ir.Constant(_I64, 1))
+        nxt = builder.add(counter, ir.Constant(I64, 1))
         counter.add_incoming(nxt, loop)
         for phi, value in zip(accs, new):
             phi.add_incoming(value, loop)
@@ -173,19 +173,19 @@ def copy_column(typingctx, shape, src, src_off, live, dst, dst_off):
     MR lanes, so nothing outside the source column or the panel column
     is touched.
     """
-    found = _copy_args(shape, src, dst)
+    found = copy_args(shape, src, dst)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, count, dp, do = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         for first in range(0, s.rows, vec.count):
             lanes = min(vec.count, s.rows - first)
             load_mask = lane_mask(builder, count, first, vec.count)
-            value = masked_load(builder, sp, builder.add(so, ir.Constant(_I64, first)), vec, load_mask)
-            _store_first_lanes(builder, value, dp, builder.add(do, ir.Constant(_I64, first)), lanes)
+            value = masked_load(builder, sp, builder.add(so, ir.Constant(I64, first)), vec, load_mask)
+            _store_first_lanes(builder, value, dp, builder.add(do, ir.Constant(I64, first)), lanes)
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, live, dst, dst_off), codegen
@@ -201,24 +201,24 @@ def pack_b_cols_block(typingctx, shape, src, src_off, cs, dst, dst_off):
     (a linear layer's W stored [N, K]) packs this way.  A plain copy: no
     arithmetic on the values.
     """
-    found = _copy_args(shape, src, dst)
+    found = copy_args(shape, src, dst)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, sp, so, cstride, dp, do = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         lanes = vec.count
         nr = s.vectors * lanes
         cols = []
         for j in range(lanes):
-            off = builder.add(so, builder.mul(cstride, ir.Constant(_I64, j)))
-            cols.append(builder.load(_vector_ptr(builder, sp, off, vec), align=1))
-        rows = _transpose(builder, cols, lanes)
+            off = builder.add(so, builder.mul(cstride, ir.Constant(I64, j)))
+            cols.append(builder.load(vector_ptr(builder, sp, off, vec), align=1))
+        rows = transpose_vectors(builder, cols, lanes)
         for p in range(lanes):
-            off = builder.add(do, ir.Constant(_I64, p * nr))
-            builder.store(rows[p], _vector_ptr(builder, dp, off, vec), align=1)
+            off = builder.add(do, ir.Constant(I64, p * nr))
+            builder.store(rows[p], vector_ptr(builder, dp, off, vec), align=1)
         return context.get_dummy_value()
 
     return types.void(shape, src, src_off, cs, dst, dst_off), codegen

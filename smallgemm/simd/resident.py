@@ -6,21 +6,21 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.extending import intrinsic, register_model
 
-from .memory import _tile_args
+from .memory import tile_args
 from .tile import lane_mask, masked_load, row_starts
 from .types import (
-    _I64,
+    I64,
+    RegisterBlock,
+    RegisterBlockModel,
     TileType,
-    _declare_fma,
-    _float_pointer,
-    _RegisterBlock,
-    _RegisterBlockModel,
-    _splat,
-    _vector_type,
+    declare_fma,
+    float_pointer,
+    splat_vector,
+    vector_type,
 )
 
 
-class ResidentType(_RegisterBlock):
+class ResidentType(RegisterBlock):
     """Rows of B held in registers by a resident-B tile: depth x vectors LLVM vectors."""
 
     label = "Resident"
@@ -29,7 +29,7 @@ class ResidentType(_RegisterBlock):
         return self.shape.depth * self.shape.vectors
 
 
-register_model(ResidentType)(_RegisterBlockModel)
+register_model(ResidentType)(RegisterBlockModel)
 
 
 @intrinsic
@@ -41,26 +41,26 @@ def resident_b(typingctx, shape, b, b_off, rs_b, live_depth, live_cols):
     past ``live_depth`` and lanes at or past ``live_cols`` load zero (masked
     loads), so nothing outside B is read.
     """
-    found = _tile_args(shape, b)
+    found = tile_args(shape, b)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, bp, boff, rsb, depth, cols = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         value = ir.Constant(ir.ArrayType(vec, s.depth * s.vectors), None)
         for p in range(s.depth):
-            live_row = _splat(
+            live_row = splat_vector(
                 builder,
-                builder.icmp_signed(">", depth, ir.Constant(_I64, p)),
+                builder.icmp_signed(">", depth, ir.Constant(I64, p)),
                 ir.VectorType(ir.IntType(1), vec.count),
             )
-            row = builder.add(boff, builder.mul(rsb, ir.Constant(_I64, p)))
+            row = builder.add(boff, builder.mul(rsb, ir.Constant(I64, p)))
             for v in range(s.vectors):
                 mask = builder.and_(lane_mask(builder, cols, v * vec.count, vec.count), live_row)
                 loaded = masked_load(
-                    builder, bp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec, mask
+                    builder, bp, builder.add(row, ir.Constant(I64, v * vec.count)), vec, mask
                 )
                 value = builder.insert_value(value, loaded, p * s.vectors + v)
         return value
@@ -79,14 +79,14 @@ def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows,
     """
     if not isinstance(tile, TileType) or not isinstance(resident, ResidentType):
         return None
-    if tile.shape != resident.shape or tile.dtype != resident.dtype or _float_pointer(a) != tile.dtype:
+    if tile.shape != resident.shape or tile.dtype != resident.dtype or float_pointer(a) != tile.dtype:
         return None
     s, dtype = tile.shape, tile.dtype
 
     def codegen(context, builder, signature, args):
         acc, rb, ap, aoff, rsa, csa, rows, depth = args
-        vec = _vector_type(s, dtype)
-        fma = _declare_fma(builder.module, s.fused, vec)
+        vec = vector_type(s, dtype)
+        fma = declare_fma(builder.module, s.fused, vec)
         starts = row_starts(builder, s, aoff, rsa, rows)
         done = builder.function.append_basic_block("resident_product_done")
         finished = []  # (tile, block) of every way out of the chain, for the phi
@@ -94,11 +94,13 @@ def resident_product(typingctx, tile, resident, a, a_off, rs_a, cs_a, live_rows,
             if p > 0:  # stop after live_depth steps: A is never read past its k
                 step = builder.function.append_basic_block("resident_product_step")
                 finished.append((acc, builder.block))
-                builder.cbranch(builder.icmp_signed(">", depth, ir.Constant(_I64, p)), step, done)
+                builder.cbranch(builder.icmp_signed(">", depth, ir.Constant(I64, p)), step, done)
                 builder.position_at_end(step)
-            column = builder.mul(csa, ir.Constant(_I64, p))
+            column = builder.mul(csa, ir.Constant(I64, p))
             for i in range(s.rows):
-                av = _splat(builder, builder.load(builder.gep(ap, [builder.add(starts[i], column)])), vec)
+                av = splat_vector(
+                    builder, builder.load(builder.gep(ap, [builder.add(starts[i], column)])), vec
+                )
                 for v in range(s.vectors):
                     idx = i * s.vectors + v
                     bv = builder.extract_value(rb, p * s.vectors + v)

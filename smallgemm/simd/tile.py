@@ -8,20 +8,20 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .memory import _tile_args
+from .memory import tile_args
 from .types import (
-    _I64,
-    _READ,
-    _WRITE,
+    I64,
+    PREFETCH_READ,
+    PREFETCH_WRITE,
     TileShapeType,
     TileType,
-    _declare_fma,
-    _float_pointer,
-    _itemsize,
-    _prefetch,
-    _splat,
-    _vector_ptr,
-    _vector_type,
+    declare_fma,
+    element_bytes,
+    emit_prefetch,
+    float_pointer,
+    splat_vector,
+    vector_ptr,
+    vector_type,
 )
 
 # --- the register tile -------------------------------------------------------------
@@ -30,13 +30,13 @@ from .types import (
 @intrinsic
 def tile_zero(typingctx, shape, ptr):
     """A tile of zeros for the dtype of ``ptr``."""
-    found = _tile_args(shape, ptr)
+    found = tile_args(shape, ptr)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
-        return ir.Constant(ir.ArrayType(_vector_type(s, dtype), s.rows * s.vectors), None)
+        return ir.Constant(ir.ArrayType(vector_type(s, dtype), s.rows * s.vectors), None)
 
     return TileType(s, dtype)(shape, ptr), codegen
 
@@ -44,20 +44,20 @@ def tile_zero(typingctx, shape, ptr):
 @intrinsic
 def tile_rank1(typingctx, tile, a, a_off, b, b_off):
     """tile[i, :] += a[a_off + i] * b[b_off : b_off + NR] for every row i."""
-    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+    if not isinstance(tile, TileType) or float_pointer(a) != tile.dtype or b != a:
         return None
     s, dtype = tile.shape, tile.dtype
 
     def codegen(context, builder, signature, args):
         acc, ap, aoff, bp, boff = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         bvecs = [
             builder.load(
-                _vector_ptr(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec), align=1
+                vector_ptr(builder, bp, builder.add(boff, ir.Constant(I64, v * vec.count)), vec), align=1
             )
             for v in range(s.vectors)
         ]
-        rows = [builder.add(aoff, ir.Constant(_I64, i)) for i in range(s.rows)]
+        rows = [builder.add(aoff, ir.Constant(I64, i)) for i in range(s.rows)]
         return _rank1_update(builder, s, dtype, acc, ap, rows, bvecs)
 
     return tile(tile, a, a_off, b, b_off), codegen
@@ -73,18 +73,18 @@ def panel_prefetch(typingctx, shape, a, a_off, b, b_off):
     from the L2 (float64 panels for KC = 512 exceed the L1) arrive before the
     FMAs need them.  No effect on results.
     """
-    dtype = _float_pointer(a)
+    dtype = float_pointer(a)
     if not isinstance(shape, TileShapeType) or dtype is None or b != a:
         return None
     s = shape.shape
 
     def codegen(context, builder, signature, args):
         _, ap, aoff, bp, boff = args
-        size = _itemsize(dtype)
+        size = element_bytes(dtype)
         for ptr, off, count in ((ap, aoff, s.rows), (bp, boff, s.cols(size))):
             base = builder.gep(ptr, [off])
             for byte in range(0, count * size, 64):
-                _prefetch(builder, base, byte, _READ)
+                emit_prefetch(builder, base, byte, PREFETCH_READ)
         return context.get_dummy_value()
 
     return types.void(shape, a, a_off, b, b_off), codegen
@@ -93,17 +93,17 @@ def panel_prefetch(typingctx, shape, a, a_off, b, b_off):
 @intrinsic
 def tile_store(typingctx, tile, buf):
     """Store the raw tile row-major (row stride NR) into buf[0 : MR*NR]."""
-    if not isinstance(tile, TileType) or _float_pointer(buf) != tile.dtype:
+    if not isinstance(tile, TileType) or float_pointer(buf) != tile.dtype:
         return None
     s, dtype = tile.shape, tile.dtype
 
     def codegen(context, builder, signature, args):
         acc, bp = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         for idx in range(s.rows * s.vectors):
             builder.store(
                 builder.extract_value(acc, idx),
-                _vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec),
+                vector_ptr(builder, bp, ir.Constant(I64, idx * vec.count), vec),
                 align=1,
             )
         return context.get_dummy_value()
@@ -114,17 +114,17 @@ def tile_store(typingctx, tile, buf):
 @intrinsic
 def tile_load(typingctx, shape, buf):
     """A tile read back from buf[0 : MR*NR], row-major as ``tile_store`` wrote it."""
-    found = _tile_args(shape, buf)
+    found = tile_args(shape, buf)
     if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
         _, bp = args
-        vec = _vector_type(s, dtype)
+        vec = vector_type(s, dtype)
         value = ir.Constant(ir.ArrayType(vec, s.rows * s.vectors), None)
         for idx in range(s.rows * s.vectors):
-            loaded = builder.load(_vector_ptr(builder, bp, ir.Constant(_I64, idx * vec.count), vec), align=1)
+            loaded = builder.load(vector_ptr(builder, bp, ir.Constant(I64, idx * vec.count), vec), align=1)
             value = builder.insert_value(value, loaded, idx)
         return value
 
@@ -144,7 +144,7 @@ CONTINUE = 3  # the chain went on from C:     C = alpha*AB        (AB started as
 
 def _write_args(tile, c, alpha, beta):
     """(TileShape, dtype) when a tile can be merged into ``c`` with these scalars, else None."""
-    if not isinstance(tile, TileType) or _float_pointer(c) != tile.dtype:
+    if not isinstance(tile, TileType) or float_pointer(c) != tile.dtype:
         return None
     if alpha != tile.dtype or beta != tile.dtype:
         return None
@@ -159,9 +159,9 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
     loads and stores).
     """
     vec = acc.type.element
-    fma = _declare_fma(builder.module, s.fused, vec)
-    va = _splat(builder, alpha_v, vec)
-    vb = _splat(builder, beta_v, vec)
+    fma = declare_fma(builder.module, s.fused, vec)
+    va = splat_vector(builder, alpha_v, vec)
+    vb = splat_vector(builder, beta_v, vec)
     masks = [
         None if live is None else lane_mask(builder, live[1], v * vec.count, vec.count)
         for v in range(s.vectors)
@@ -181,20 +181,20 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
     fn = builder.function
     blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
     done = fn.append_basic_block("tile_write_done")
-    switch = builder.switch(builder.sext(mode_v, _I64) if mode_v.type != _I64 else mode_v, blocks[ACCUMULATE])
-    switch.add_case(ir.Constant(_I64, OVERWRITE), blocks[OVERWRITE])
-    switch.add_case(ir.Constant(_I64, CONTINUE), blocks[OVERWRITE])
-    switch.add_case(ir.Constant(_I64, SCALE), blocks[SCALE])
+    switch = builder.switch(builder.sext(mode_v, I64) if mode_v.type != I64 else mode_v, blocks[ACCUMULATE])
+    switch.add_case(ir.Constant(I64, OVERWRITE), blocks[OVERWRITE])
+    switch.add_case(ir.Constant(I64, CONTINUE), blocks[OVERWRITE])
+    switch.add_case(ir.Constant(I64, SCALE), blocks[SCALE])
     for m, block in blocks.items():
         builder.position_at_end(block)
         for i in range(s.rows):
             if i > 0 and live is not None:
                 next_row = fn.append_basic_block("tile_write_row")
-                builder.cbranch(builder.icmp_signed(">", live[0], ir.Constant(_I64, i)), next_row, done)
+                builder.cbranch(builder.icmp_signed(">", live[0], ir.Constant(I64, i)), next_row, done)
                 builder.position_at_end(next_row)
-            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(I64, i)))
             for v in range(s.vectors):
-                ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+                ptr = vector_ptr(builder, cp, builder.add(row, ir.Constant(I64, v * vec.count)), vec)
                 t = builder.extract_value(acc, i * s.vectors + v)
                 if m == OVERWRITE:
                     new = builder.fmul(va, t)
@@ -245,18 +245,18 @@ def tile_write_part(typingctx, tile, c, c_off, rs, live_rows, live_cols, alpha, 
 def _read_tile(builder, s, dtype, cp, coff, rstride, live=None):
     """A tile of C's elements, rows of C unit-stride; with ``live`` = (rows, cols), rows at
     or past ``rows`` and lanes at or past ``cols`` are not read (zero)."""
-    vec = _vector_type(s, dtype)
+    vec = vector_type(s, dtype)
     value = ir.Constant(ir.ArrayType(vec, s.rows * s.vectors), None)
     for i in range(s.rows):
-        row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+        row = builder.add(coff, builder.mul(rstride, ir.Constant(I64, i)))
         for v in range(s.vectors):
-            ptr = _vector_ptr(builder, cp, builder.add(row, ir.Constant(_I64, v * vec.count)), vec)
+            ptr = vector_ptr(builder, cp, builder.add(row, ir.Constant(I64, v * vec.count)), vec)
             if live is None:
                 loaded = builder.load(ptr, align=1)
             else:
                 lanes = lane_mask(builder, live[1], v * vec.count, vec.count)
-                row_live = builder.icmp_signed(">", live[0], ir.Constant(_I64, i))
-                mask = builder.and_(lanes, _splat(builder, row_live, lanes.type))
+                row_live = builder.icmp_signed(">", live[0], ir.Constant(I64, i))
+                mask = builder.and_(lanes, splat_vector(builder, row_live, lanes.type))
                 loaded = masked_load(builder, ptr, None, vec, mask)
             value = builder.insert_value(value, loaded, i * s.vectors + v)
     return value
@@ -266,7 +266,7 @@ def _read_tile(builder, s, dtype, cp, coff, rstride, live=None):
 def tile_read(typingctx, shape, c, c_off, rs):
     """A full MR x NR tile of C, rows unit-stride (row stride ``rs``): the start of a
     chain that goes on from C (CONTINUE)."""
-    found = _tile_args(shape, c)
+    found = tile_args(shape, c)
     if found is None:
         return None
     s, dtype = found
@@ -282,7 +282,7 @@ def tile_read(typingctx, shape, c, c_off, rs):
 def tile_read_part(typingctx, shape, c, c_off, rs, live_rows, live_cols):
     """``tile_read`` of the top-left ``live_rows x live_cols`` only (masked loads); the rest
     of the tile is zero and nothing else of C is read."""
-    found = _tile_args(shape, c)
+    found = tile_args(shape, c)
     if found is None:
         return None
     s, dtype = found
@@ -305,19 +305,19 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
     that line from memory stalled the write-back (requesting it too: float64
     4096x4096x1024 5 % faster on one thread).
     """
-    dtype = _float_pointer(c)
+    dtype = float_pointer(c)
     if not isinstance(shape, TileShapeType) or dtype is None:
         return None
     s = shape.shape
 
     def codegen(context, builder, signature, args):
         _, cp, coff, rstride = args
-        row_bytes = s.cols(_itemsize(dtype)) * _itemsize(dtype)
+        row_bytes = s.cols(element_bytes(dtype)) * element_bytes(dtype)
         for i in range(s.rows):
-            row = builder.add(coff, builder.mul(rstride, ir.Constant(_I64, i)))
+            row = builder.add(coff, builder.mul(rstride, ir.Constant(I64, i)))
             base = builder.gep(cp, [row])
             for byte in (*range(0, row_bytes, 64), row_bytes - 1):
-                _prefetch(builder, base, byte, _WRITE)
+                emit_prefetch(builder, base, byte, PREFETCH_WRITE)
         return context.get_dummy_value()
 
     return types.void(shape, c, c_off, rs), codegen
@@ -325,8 +325,8 @@ def tile_prefetch(typingctx, shape, c, c_off, rs):
 
 def lane_mask(builder, live, first_lane, count):
     """<count x i1>: lane i is on when first_lane + i < live."""
-    idx = ir.Constant(ir.VectorType(_I64, count), [first_lane + i for i in range(count)])
-    return builder.icmp_unsigned("<", idx, _splat(builder, live, ir.VectorType(_I64, count)))
+    idx = ir.Constant(ir.VectorType(I64, count), [first_lane + i for i in range(count)])
+    return builder.icmp_unsigned("<", idx, splat_vector(builder, live, ir.VectorType(I64, count)))
 
 
 def masked_load(builder, ptr, off, vec, mask):
@@ -336,7 +336,7 @@ def masked_load(builder, ptr, off, vec, mask):
         fnty=ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask.type, vec]),
     )
     zero = ir.Constant(vec, None)
-    vptr = ptr if off is None else _vector_ptr(builder, ptr, off, vec)
+    vptr = ptr if off is None else vector_ptr(builder, ptr, off, vec)
     return builder.call(fn, [vptr, ir.Constant(ir.IntType(32), 1), mask, zero])
 
 
@@ -365,7 +365,7 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
     ``live_cols``): a first row tile packs a strip for the others while it
     computes, instead of a separate copy that waits on memory.
     """
-    if not isinstance(tile, TileType) or _float_pointer(a) != tile.dtype or b != a:
+    if not isinstance(tile, TileType) or float_pointer(a) != tile.dtype or b != a:
         return None
     keep = not isinstance(kept, types.NoneType)
     if keep and kept != a:
@@ -376,10 +376,10 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
         acc, ap, aoff, rsa, rows, bp, boff, cols, kp, koff = args
         bvecs = _direct_b_row(builder, s, dtype, bp, boff, cols)
         if keep:
-            vec = _vector_type(s, dtype)
+            vec = vector_type(s, dtype)
             for v, bvec in enumerate(bvecs):
-                at = builder.add(koff, ir.Constant(_I64, v * vec.count))
-                builder.store(bvec, _vector_ptr(builder, kp, at, vec), align=1)
+                at = builder.add(koff, ir.Constant(I64, v * vec.count))
+                builder.store(bvec, vector_ptr(builder, kp, at, vec), align=1)
         return _rank1_update(builder, s, dtype, acc, ap, row_starts(builder, s, aoff, rsa, rows), bvecs)
 
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off), codegen
@@ -387,20 +387,20 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
 
 def _direct_b_row(builder, s, dtype, bp, boff, cols):
     """The NR elements of a contiguous row of B at ``boff`` as vectors, zero past ``cols`` (masked loads)."""
-    vec = _vector_type(s, dtype)
+    vec = vector_type(s, dtype)
     bvecs = []
     for v in range(s.vectors):
         mask = lane_mask(builder, cols, v * vec.count, vec.count)
-        bvecs.append(masked_load(builder, bp, builder.add(boff, ir.Constant(_I64, v * vec.count)), vec, mask))
+        bvecs.append(masked_load(builder, bp, builder.add(boff, ir.Constant(I64, v * vec.count)), vec, mask))
     return bvecs
 
 
 def row_starts(builder, s, aoff, rsa, rows):
     """Offsets ``aoff + i*rsa`` of the tile's rows of A; rows at or past ``rows`` repeat the last live row."""
-    last = builder.sub(rows, ir.Constant(_I64, 1))
+    last = builder.sub(rows, ir.Constant(I64, 1))
     starts = []
     for i in range(s.rows):
-        row = ir.Constant(_I64, i)
+        row = ir.Constant(I64, i)
         row = builder.select(builder.icmp_signed("<", row, rows), row, last)
         starts.append(builder.add(aoff, builder.mul(row, rsa)))
     return starts
@@ -408,10 +408,10 @@ def row_starts(builder, s, aoff, rsa, rows):
 
 def _rank1_update(builder, s, dtype, acc, ap, a_offsets, bvecs):
     """acc[i, :] += a[a_offsets[i]] * bvecs for each row i of the tile: one FMA per vector."""
-    vec = _vector_type(s, dtype)
-    fma = _declare_fma(builder.module, s.fused, vec)
+    vec = vector_type(s, dtype)
+    fma = declare_fma(builder.module, s.fused, vec)
     for i, offset in enumerate(a_offsets):
-        av = _splat(builder, builder.load(builder.gep(ap, [offset])), vec)
+        av = splat_vector(builder, builder.load(builder.gep(ap, [offset])), vec)
         for v in range(s.vectors):
             idx = i * s.vectors + v
             acc = builder.insert_value(

@@ -11,7 +11,7 @@ from numba import types
 from numba.core.imputils import lower_constant
 from numba.extending import NativeValue, models, register_model, typeof_impl, unbox
 
-_I64 = ir.IntType(64)
+I64 = ir.IntType(64)
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class _RowDotsRuleModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, ir.IntType(8))
 
 
-class _RegisterBlock(types.Type):
+class RegisterBlock(types.Type):
     """A block of LLVM vectors held in registers, sized by a TileShape, for one dtype."""
 
     label = ""
@@ -118,13 +118,13 @@ class _RegisterBlock(types.Type):
         raise NotImplementedError
 
 
-class _RegisterBlockModel(models.PrimitiveModel):
+class RegisterBlockModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
-        vec = _vector_type(fe_type.shape, fe_type.dtype)
+        vec = vector_type(fe_type.shape, fe_type.dtype)
         super().__init__(dmm, fe_type, ir.ArrayType(vec, fe_type.vector_count()))
 
 
-class TileType(_RegisterBlock):
+class TileType(RegisterBlock):
     """The C tile held in registers: rows*vectors LLVM vectors."""
 
     label = "Tile"
@@ -133,48 +133,48 @@ class TileType(_RegisterBlock):
         return self.shape.rows * self.shape.vectors
 
 
-register_model(TileType)(_RegisterBlockModel)
+register_model(TileType)(RegisterBlockModel)
 
 
-def _lane_type(dtype):
+def lane_type(dtype):
     return ir.FloatType() if dtype == types.float32 else ir.DoubleType()
 
 
-def _itemsize(dtype):
+def element_bytes(dtype):
     return 4 if dtype == types.float32 else 8
 
 
-def _vector_type(shape: TileShape, dtype):
-    return ir.VectorType(_lane_type(dtype), shape.lanes(_itemsize(dtype)))
+def vector_type(shape: TileShape, dtype):
+    return ir.VectorType(lane_type(dtype), shape.lanes(element_bytes(dtype)))
 
 
-def _float_pointer(ptr):
+def float_pointer(ptr):
     """The element type of a float32/float64 pointer, or None."""
     if isinstance(ptr, types.CPointer) and ptr.dtype in (types.float32, types.float64):
         return ptr.dtype
     return None
 
 
-_READ, _WRITE = 0, 1
+PREFETCH_READ, PREFETCH_WRITE = 0, 1
 
 
 # Locality hints of llvm.prefetch: every cache level (prefetcht0), or the L2
 # and beyond but not the L1 (prefetcht1).
-_ALL_LEVELS, _OUTER_LEVELS = 3, 2
+ALL_LEVELS, OUTER_LEVELS = 3, 2
 
 
-def _prefetch(builder, ptr, byte_offset, rw, locality=_ALL_LEVELS):
-    """Emit a prefetch hint (``_READ`` or ``_WRITE``, into the cache levels ``locality``
+def emit_prefetch(builder, ptr, byte_offset, rw, locality=ALL_LEVELS):
+    """Emit a prefetch hint (``PREFETCH_READ`` or ``PREFETCH_WRITE``, into the cache levels ``locality``
     names) of the line at ``ptr`` plus ``byte_offset`` bytes."""
     i8p = ir.IntType(8).as_pointer()
     i32 = ir.IntType(32)
     fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
     fn = builder.module.declare_intrinsic("llvm.prefetch.p0i8", fnty=fnty)
-    addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(_I64, byte_offset)])
+    addr = builder.gep(builder.bitcast(ptr, i8p), [ir.Constant(I64, byte_offset)])
     builder.call(fn, [addr, ir.Constant(i32, rw), ir.Constant(i32, locality), ir.Constant(i32, 1)])
 
 
-def _declare_fma(module, fused, ty):
+def declare_fma(module, fused, ty):
     """Declare ``llvm.fma`` / ``llvm.fmuladd`` overloaded on a scalar or vector type."""
     name = "llvm.fma" if fused else "llvm.fmuladd"
     lane = ty.element if isinstance(ty, ir.VectorType) else ty
@@ -184,11 +184,11 @@ def _declare_fma(module, fused, ty):
     return module.declare_intrinsic(f"{name}.{suffix}", fnty=ir.FunctionType(ty, [ty, ty, ty]))
 
 
-def _vector_ptr(builder, ptr, off, vec):
+def vector_ptr(builder, ptr, off, vec):
     return builder.bitcast(builder.gep(ptr, [off]), vec.as_pointer())
 
 
-def _splat(builder, scalar, vec):
+def splat_vector(builder, scalar, vec):
     undef = ir.Constant(vec, ir.Undefined)
     one = builder.insert_element(undef, scalar, ir.Constant(ir.IntType(32), 0))
     mask = ir.Constant(ir.VectorType(ir.IntType(32), vec.count), [0] * vec.count)
