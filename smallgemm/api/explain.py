@@ -12,8 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..drivers.parallel import task_split
-from ..drivers.unpacked import TILE_NAMES, tile_of
 from ..machine import threads as thread_setting
 from ..plan import dispatch, entries, strategies, warmup
 from .packed import PackedMatrix
@@ -56,22 +54,6 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _tile(strategy: strategies.Strategy, p: strategies.Problem) -> str:
-    kernel, dtype = p.prep.kernel, p.dtype
-    if strategy.name in ("blocked", "prepacked"):
-        return kernel.tile_name(dtype)
-    if strategy.name == "prepacked few rows":
-        return f"{kernel.panel_rows().rows}x{kernel.nr(dtype)} (one packed panel wide)"
-    if strategy.name == "row dots":
-        return "row dots on the GEMV tile"
-    if strategy.name == "transposing stream":
-        return TILE_NAMES[2]
-    prep = p.prep
-    return TILE_NAMES[
-        tile_of(kernel.shape, kernel.narrow, kernel.few, kernel.resident, p.k, prep.sizes.kc, p.a, p.b)
-    ]
-
-
 def _turned(p: strategies.Problem) -> str:
     if p.turned:
         return "yes: C^T = W x^T, W's contiguous rows read in place (rules.turns_few_rows)"
@@ -80,22 +62,8 @@ def _turned(p: strategies.Problem) -> str:
     return ""
 
 
-def _tasks(strategy: strategies.Strategy, p: strategies.Problem, workers: int) -> str:
-    if workers == 1:
-        return "one thread"
-    if strategy.name == "blocked":
-        sizes = p.prep.sizes_for_depth(p.k)
-        kernel = p.prep.kernel
-        blocks, groups, _ = task_split(
-            p.m, min(p.n, sizes.nc), sizes.mc, kernel.mr(), kernel.nr(p.dtype), workers
-        )
-        return (
-            f"row-block tasks from an atomic counter: {blocks} row blocks x {groups} column groups "
-            f"per JC slice (parallel.task_split)"
-        )
-    if strategy.name.startswith("stack"):
-        return "whole products as tasks" if strategy.name == "stack tasks" else "each product on every worker"
-    return "strips of B or rows of A as tasks from an atomic counter"
+def _tasks(row: strategies.Strategy, p: strategies.Problem, workers: int) -> str:
+    return "one thread" if workers == 1 else row.tasks(p, workers)
 
 
 def _invariant(strategy: strategies.Strategy) -> str:
@@ -188,7 +156,7 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
             p = _stack_problem(a2, b2, workers)
             stack_row = strategies.choose(strategies.STACK, p)
             table = strategies.PRODUCT
-            if stack_row.name == "lone product":
+            if stack_row is strategies.LONE_PRODUCT:
                 p = strategies.Problem(1.0, p.a, p.b, 0.0, p.c, workers)
                 stack_row = None
     strategy = strategies.choose(table, p)
@@ -198,14 +166,14 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
     if stack_row is not None and stack_row.worth_threads is not None and workers > 1:
         used = workers if stack_row.worth_threads(p) else used
     # The blocked loops take blocks fitted to k; the other drivers the KC in force.
-    sizes = p.prep.sizes_for_depth(p.k) if strategy.name in ("blocked", "prepacked") and p.k else p.prep.sizes
+    sizes = p.prep.sizes_for_depth(p.k) if strategy.depth_fitted and p.k else p.prep.sizes
     dims = f"[{','.join(map(str, a.shape))}] @ [{','.join(map(str, b.shape))}]"
     return Explanation(
         product=f"{a.dtype} {dims}",
         strategy=strategy.name,
         rule=strategy.rule,
         kernel=p.prep.kernel.name,
-        tile=_tile(strategy, p) if strategy not in (strategies.EMPTY, strategies.SCALE_ONLY) else "none",
+        tile=strategy.tile(p),
         block_sizes=(sizes.mc, sizes.nc, sizes.kc),
         turned_over=_turned(p),
         threads=used,

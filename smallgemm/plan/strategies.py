@@ -23,130 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM, unpacked_form
+from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM
 from ..machine import threads
-from . import entries, in_force, prepared, rules, runners, warmup
+from . import described, entries, in_force, rules, runners, warmup
 from .entry import Entry
-
-
-class Problem:
-    """One call's operands and what the rules derive from them, each derived once, on
-    demand (a product of ~50 us spends ~1 us here: no cached_property descriptors)."""
-
-    __slots__ = (
-        "_form",
-        "_oriented",
-        "_prep",
-        "_unpacked",
-        "a",
-        "alpha",
-        "b",
-        "beta",
-        "c",
-        "dtype",
-        "k",
-        "m",
-        "n",
-        "offsets",
-        "swapped",
-        "turned",
-        "workers",
-    )
-
-    def __init__(self, alpha, a, b, beta, c, workers: int, offsets=None):
-        self.alpha, self.beta, self.a, self.b, self.c = alpha, beta, a, b, c
-        self.m, self.k = a.shape
-        self.n = c.shape[1]
-        self.workers = workers
-        self.offsets = offsets  # a stack's (offsets_a, offsets_b, offsets_c), else None
-        self.dtype = c.dtype
-        self.swapped = self.turned = self._oriented = False
-        self._prep = self._unpacked = self._form = None
-
-    @property
-    def prep(self):
-        """This thread's prepared state for the dtype (``prepared.current_prepared``)."""
-        prep = self._prep
-        if prep is None:
-            prep = self._prep = prepared.current_prepared(self.dtype)
-        return prep
-
-    def orient(self) -> None:
-        """Turn the problem the way the kernels read it best (``rules.oriented``), once."""
-        if self._oriented:
-            return
-        self._oriented = True
-        self.a, self.b, self.c, self.swapped = rules.oriented(
-            self.prep.config, self.a, self.b, self.c, self.prep.narrow_cols
-        )
-        if self.swapped:
-            self.m, self.n = self.n, self.m
-            if self.offsets is not None:
-                offsets_a, offsets_b, offsets_c = self.offsets
-                self.offsets = (offsets_b, offsets_a, offsets_c)
-
-    @property
-    def unpacked(self) -> bool:
-        """Whether the unpacked driver computes it (``rules.use_unpacked``)."""
-        unpacked = self._unpacked
-        if unpacked is None:
-            unpacked = self._unpacked = self.turned or self._use_unpacked()
-        return unpacked
-
-    def _use_unpacked(self) -> bool:
-        self.orient()
-        prep, m, n, k = self.prep, self.m, self.n, self.k
-        if self.offsets is None:
-            one_thread = self.workers == 1 or not rules.worth_threads(prep.config, m, n, k, True, self.dtype)
-        else:
-            one_thread = self.workers == 1
-        return rules.use_unpacked(
-            prep.config,
-            m,
-            n,
-            k,
-            self.a,
-            self.b,
-            prep.narrow_cols,
-            prep.sizes.kc,
-            prep.one_thread_volume if one_thread else 0,
-        )
-
-    @property
-    def form(self) -> int:
-        """The unpacked driver's way for this layout (``unpacked.unpacked_form``)."""
-        form = self._form
-        if form is None:
-            size = self.a.itemsize
-            form = self._form = unpacked_form(
-                self.m,
-                self.n,
-                self.a.strides[1] // size,
-                self.b.strides[0] // size,
-                self.b.strides[1] // size,
-            )
-        return form
-
-    def replay(self, swapped: bool, turned: bool) -> None:
-        """Turn the problem as ``orient`` and ``turn_few_rows`` did for the same key (``run``)."""
-        self._oriented = True
-        if swapped:
-            self.a, self.b, self.c, self.swapped = self.b.T, self.a.T, self.c.T, True
-            self.m, self.n = self.n, self.m
-        elif turned:
-            self.a, self.b, self.c, self.turned = self.b.T, np.ascontiguousarray(self.a.T), self.c.T, True
-
-    def turn_few_rows(self) -> bool:
-        """Turn ``x @ W.T`` over (C^T = W x^T) where ``rules.turns_few_rows`` says so; m and n
-        stay as given, so that threads are chosen as for the few-rows stream of W."""
-        self.orient()
-        if self.turned:
-            return True
-        if self.swapped or not rules.turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
-            return False
-        self.a, self.b, self.c = self.b.T, np.ascontiguousarray(self.a.T), self.c.T
-        self.turned = True
-        return True
+from .problem import Problem
 
 
 @dataclass(frozen=True)
@@ -169,6 +50,12 @@ class Strategy:
     # computed on the first-use driver (``warmup``).
     serial_entries: tuple[Entry, ...] = ()
     parallel_entries: tuple[Entry, ...] = ()
+
+    # What ``explain`` says of the row (``described``): its tile, its tasks on several
+    # workers, and whether its loops take block sizes fitted to k (``sizes_for_depth``).
+    tile: Callable[[Problem], str] = described.routed_tile
+    tasks: Callable[[Problem, int], str] = described.strip_tasks
+    depth_fitted: bool = False
 
     def run(self, p: Problem) -> None:
         threaded = self.parallel is not None and p.workers > 1 and self.worth_threads(p)
@@ -286,12 +173,24 @@ def _stack_tasks(p: Problem) -> None:
 # --- the tables ---------------------------------------------------------------------------------
 
 _UNPACKED_ENTRIES = {"serial_entries": (entries.UNPACKED,), "parallel_entries": (entries.UNPACKED_PARALLEL,)}
-_BLOCKED_ENTRIES = {"serial_entries": (entries.BLOCKED,), "parallel_entries": (entries.PARALLEL,)}
+# The blocked loops: the main tile on packed panels, row-block tasks, blocks fitted to k.
+_BLOCKED_ROW = {
+    "serial_entries": (entries.BLOCKED,),
+    "parallel_entries": (entries.PARALLEL,),
+    "tile": described.main_tile,
+    "tasks": described.row_block_tasks,
+    "depth_fitted": True,
+}
 # A stack's serial entry (the small way in, SMALL_STACK, fetches itself: ``prepared._FirstSmall``).
 _STACK = (entries.BATCHED,)
 
 EMPTY = Strategy(
-    "empty", "C has no elements (m == 0 or n == 0)", lambda p: p.m == 0 or p.n == 0, None, lambda p: None
+    "empty",
+    "C has no elements (m == 0 or n == 0)",
+    lambda p: p.m == 0 or p.n == 0,
+    None,
+    lambda p: None,
+    tile=described.no_tile,
 )
 SCALE_ONLY = Strategy(
     "scale only",
@@ -299,6 +198,7 @@ SCALE_ONLY = Strategy(
     lambda p: p.k == 0 or p.alpha == 0,
     None,
     lambda p: runners.scale(p.c, p.beta),
+    tile=described.no_tile,
 )
 
 
@@ -313,7 +213,7 @@ PRODUCT = (
         _blocked_worth_threads,
         _blocked_serial,
         _blocked_parallel,
-        **_BLOCKED_ENTRIES,
+        **_BLOCKED_ROW,
     ),
     Strategy(
         "turned few rows",
@@ -332,6 +232,7 @@ PRODUCT = (
         _unpacked_worth_threads,
         _unpacked_serial,
         _unpacked_parallel,
+        tile=described.row_dots_tile,
         **_UNPACKED_ENTRIES,
     ),
     Strategy(
@@ -341,6 +242,7 @@ PRODUCT = (
         _unpacked_worth_threads,
         _unpacked_serial,
         _unpacked_parallel,
+        tile=described.few_rows_tile,
         **_UNPACKED_ENTRIES,
     ),
     Strategy(
@@ -362,7 +264,7 @@ PRODUCT = (
         _blocked_serial,
         _blocked_parallel,
         chains_in_c=True,
-        **_BLOCKED_ENTRIES,
+        **_BLOCKED_ROW,
     ),
 )
 
@@ -381,6 +283,7 @@ PREPACKED = (
         chains_in_c=True,
         serial_entries=(entries.PREPACKED_ROWS,),
         parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,),
+        tile=described.panel_rows_tile,
     ),
     Strategy(
         "prepacked",
@@ -394,17 +297,22 @@ PREPACKED = (
         chains_in_c=True,
         serial_entries=(entries.PREPACKED,),
         parallel_entries=(entries.PREPACKED_PARALLEL,),
+        tile=described.main_tile,
+        depth_fitted=True,
     ),
 )
 
+# A stack of one: ``explain`` describes the lone product's row of PRODUCT instead.
+LONE_PRODUCT = Strategy(
+    "lone product",
+    "a stack of one: the lone product's row of PRODUCT",
+    lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
+    None,
+    lambda p: run(1.0, p.a, p.b, 0.0, p.c),
+)
+
 STACK = (
-    Strategy(
-        "lone product",
-        "a stack of one: the lone product's row of PRODUCT",
-        lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
-        None,
-        lambda p: run(1.0, p.a, p.b, 0.0, p.c),
-    ),
+    LONE_PRODUCT,
     Strategy(
         "stack, each product on all workers",
         "products worth threads alone but too few to share out evenly (rules.each_on_all_workers)",
@@ -420,6 +328,7 @@ STACK = (
         _stack_each_parallel,
         serial_entries=_STACK,
         parallel_entries=(entries.BATCH_EACH_PARALLEL,),
+        tasks=described.each_product_tasks,
     ),
     Strategy(
         "stack tasks",
@@ -430,6 +339,7 @@ STACK = (
         _stack_tasks,
         serial_entries=_STACK,
         parallel_entries=(entries.BATCH_TASKS,),
+        tasks=described.whole_product_tasks,
     ),
     Strategy(
         "stack serial",
@@ -438,6 +348,7 @@ STACK = (
         None,
         _stack_serial,
         serial_entries=_STACK,
+        tasks=described.each_product_tasks,
     ),
 )
 
