@@ -341,7 +341,7 @@ def test_explain_says_whether_the_entries_are_compiled(monkeypatch):
     assert smallgemm.explain(a, b, threads=1).compiled == "yes: BLOCKED (loaded or in the cache)"
     monkeypatch.setattr(entries.BLOCKED, "cached", lambda kernel, dtype: False)
     assert smallgemm.explain(a, b, threads=1).compiled == (
-        "not yet: BLOCKED; a first product compiles them (1-40 s each)"
+        "not yet: BLOCKED; a first product compiles them (0.1-13 s each)"
     )
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
     assert smallgemm.explain(a, b, threads=1).compiled == (

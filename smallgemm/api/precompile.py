@@ -1,7 +1,7 @@
 """``python -m smallgemm compile``: fill Numba's on-disk cache ahead of first use.
 
 A container build or a CI step runs it once; every later process then loads each
-entry in a fraction of a second instead of compiling it (1-40 s each).  The cache is
+entry in a fraction of a second instead of compiling it (0.1-13 s each).  The cache is
 where Numba puts it (``NUMBA_CACHE_DIR`` moves it; ``info`` names it).  The compile
 holds a lock in the cache folder, so that compiles started together (several
 processes' first-use compiles, ``plan.warmup``) run one after the other and each

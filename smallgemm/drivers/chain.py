@@ -1,6 +1,6 @@
 """The first-use driver: every product as plain FMA chains, in one small function.
 
-The tuned drivers take 1-40 s each to compile cold; this one takes about a second,
+The tuned drivers take 0.1-13 s each to compile cold; this one takes about a second,
 for every strategy's products (one, a stack, few rows, any strides).  Products are
 exact: each element is one chain of fused multiply-adds in increasing k, so this
 driver gives the tuned drivers' bits (the exact-products rule), only more slowly

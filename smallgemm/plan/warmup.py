@@ -1,6 +1,6 @@
 """First use in seconds: products run on the first-use driver while their entries compile elsewhere.
 
-A strategy's entries take 1-40 s each to compile cold (``benchmarks/compile_time.py``).
+A strategy's entries take 0.1-13 s each to compile cold (``benchmarks/compile_time.py``).
 When a product needs an entry that is neither loaded nor in Numba's on-disk cache,
 it runs instead on ``drivers.chain`` (about a second to compile, a quarter to a third
 of the peak), and the missing entries compile in a separate process,

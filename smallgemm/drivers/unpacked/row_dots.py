@@ -46,6 +46,7 @@ from ...simd import (
     tile_lanes,
     tile_store,
 )
+from ...simd.linked import linked
 from ..blocked import merge_mode
 
 
@@ -63,7 +64,7 @@ def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
             c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
 
 
-@njit(cache=True)
+@linked
 def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row):
     """One row of C (m == 1): B streamed row after row, in order, as memory delivers it.
 
@@ -163,7 +164,7 @@ def dot_pairs_suit(rule, mat, rows, ldm):
     return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
 
 
-@njit(cache=True)
+@linked
 def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
     """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
 

@@ -38,6 +38,7 @@ from ...simd import (
     tile_store,
     tile_zero,
 )
+from ...simd.linked import linked
 from ..blocked import merge_mode
 from ..packing import pack_b_panel
 
@@ -68,7 +69,7 @@ def fetches_ahead(tile, a, n, k, cs_b):
     return cs_b != 1 and large and strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
 
 
-@njit(cache=True)
+@linked
 def stream_tiles(
     tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
     fetch,
@@ -97,7 +98,7 @@ def stream_tiles(
                   c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
 
 
-@njit(cache=True)
+@linked
 def stream_strips(
     tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
     fetch,
