@@ -271,7 +271,7 @@ def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf,
     )
 
 
-@njit(cache=True)
+@linked
 def prepacked_rows_panels(
     tile, first, last, m, n, k, alpha, beta, a, rs_a, cs_a, packed, c, rs_c, cs_c, nc, kc, nr, scratch,
 ):

@@ -81,7 +81,7 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
                        c, c_off + j * cs_c, rs_c, cs_c, scratch)
 
 
-@njit(cache=True)
+@linked
 def gemm_unpacked(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
     rs_c, cs_c, kc, scratch, sums,
