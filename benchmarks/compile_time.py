@@ -1,6 +1,6 @@
 """Cold compile time of every compiled entry, and the functions compiled more than once.
 
-    python benchmarks/compile_time.py [--kernel avx2] [--dtype float32]
+    python benchmarks/compile_time.py [--kernel avx2] [--dtype float32] [--functions 25]
 
 The test suite and a fresh installation are bound by Numba's cold compiles
 (docs/design.md, "Entry points without dispatch overhead").  This compiles
@@ -12,11 +12,18 @@ constant passed where a run-time value would have served, and cost a second
 compilation of the function and all it calls.  Any kernel compiles on any
 x86-64 host (LLVM splits vectors wider than the CPU's), so the numbers of one
 host are comparable across kernels.
+
+``--functions N`` adds the N functions that took longest to compile, each with its
+own time (what its callees took is theirs): how many times it was compiled, the
+seconds in all and those of them spent optimising LLVM IR; a linked routine's
+machine code, emitted when it is linked, is a row of its own (``link NAME``).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import contextlib
 import importlib
 import os
 import pkgutil
@@ -29,10 +36,89 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kernel", default=None, help="avx512, avx2 or portable (default: the detected one)")
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument("--functions", type=int, default=0, help="list the N slowest functions to compile")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="smallgemm-compile-") as cache:
         os.environ["NUMBA_CACHE_DIR"] = cache  # read when Numba is first imported, below
-        report(args.kernel, args.dtype)
+        if args.functions:
+            with own_times() as times:
+                report(args.kernel, args.dtype)
+            print_own_times(times, args.functions)
+        else:
+            report(args.kernel, args.dtype)
+
+
+class OwnTimes:
+    """Seconds each compiled function took itself: a stack of the compiles in progress,
+    each charged its time less that of the compiles it started."""
+
+    def __init__(self):
+        self.stack: list[list] = []  # [name, start, seconds of nested compiles]
+        self.own = collections.defaultdict(float)
+        self.optimising = collections.defaultdict(float)
+        self.count = collections.Counter()
+
+    def timed(self, name: str, run):
+        self.stack.append([name, time.perf_counter(), 0.0])
+        try:
+            return run()
+        finally:
+            name, start, nested = self.stack.pop()
+            seconds = time.perf_counter() - start
+            self.own[name] += seconds - nested
+            self.count[name] += 1
+            if self.stack:
+                self.stack[-1][2] += seconds
+
+    def charge_optimising(self, seconds: float) -> None:
+        self.optimising[self.stack[-1][0] if self.stack else "(outside)"] += seconds
+
+
+@contextlib.contextmanager
+def own_times():
+    """Patch Numba's compiler, its LLVM optimiser and ``Linked.link`` to fill an ``OwnTimes``."""
+    from numba.core import codegen, compiler
+
+    from smallgemm.simd import linked
+
+    times = OwnTimes()
+    compile_extra, link = compiler.compile_extra, linked.Linked.link
+    optimise = codegen.CPUCodeLibrary._optimize_functions, codegen.CPUCodeLibrary._optimize_final_module
+
+    def timed_compile(typingctx, targetctx, func, *args, **kwargs):
+        name = getattr(func, "__qualname__", str(func))
+        return times.timed(name, lambda: compile_extra(typingctx, targetctx, func, *args, **kwargs))
+
+    def timed_link(routine, argtypes):
+        if argtypes in routine.compiled:
+            return link(routine, argtypes)
+        return times.timed(f"link {routine.name.rsplit('.', 1)[-1]}", lambda: link(routine, argtypes))
+
+    def timed_optimiser(method):
+        def run(library, *args):
+            start = time.perf_counter()
+            try:
+                return method(library, *args)
+            finally:
+                times.charge_optimising(time.perf_counter() - start)
+
+        return run
+
+    compiler.compile_extra, linked.Linked.link = timed_compile, timed_link
+    codegen.CPUCodeLibrary._optimize_functions = timed_optimiser(optimise[0])
+    codegen.CPUCodeLibrary._optimize_final_module = timed_optimiser(optimise[1])
+    try:
+        yield times
+    finally:
+        compiler.compile_extra, linked.Linked.link = compile_extra, link
+        codegen.CPUCodeLibrary._optimize_functions, codegen.CPUCodeLibrary._optimize_final_module = optimise
+
+
+def print_own_times(times: OwnTimes, count: int) -> None:
+    print("| function | compiles | own seconds | of which LLVM optimisation |\n|---|---|---|---|")
+    for name, seconds in sorted(times.own.items(), key=lambda item: -item[1])[:count]:
+        print(f"| `{name}` | {times.count[name]} | {seconds:.2f} | {times.optimising[name]:.2f} |")
+    print(f"| all | | {sum(times.own.values()):.1f} | {sum(times.optimising.values()):.1f} |\n")
 
 
 def report(kernel_name: str | None, dtype_name: str) -> None:

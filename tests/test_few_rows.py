@@ -289,19 +289,19 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     assert_close(results[0], 1.0, x, w)
 
 
-def test_one_row_times_a_b_from_memory_streams_columns_per_worker_with_the_same_bits(kernel, dtype, limits):
-    """One row times a B of GEMV_ROWS_PARALLEL_MIN_BYTES or more (rows contiguous): each
-    worker streams its own columns of every row; the bits are those of one thread, and
-    of the row inside a packed product."""
+def test_one_row_on_several_workers_streams_columns_per_worker_with_the_same_bits(kernel, dtype, limits):
+    """One row times a B large enough to be shared out (rows contiguous): each worker
+    streams its own columns of every row (``gemv_rows``); the bits are those of one
+    thread, and of the row inside a packed product."""
     rng = np.random.default_rng(12)
     k = 130  # a tail past the vectors of every kernel, one KC block
-    n = shared.GEMV_ROWS_PARALLEL_MIN_BYTES // (k * dtype.itemsize) + 37
+    n = kernel.config.parallel_min_stream // k + 37
     x = random_matrix(rng, (1, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):
         expected = smallgemm.matmul(x, w)
     assert_close(expected, 1.0, x, w)
-    assert n * k * dtype.itemsize >= shared.GEMV_ROWS_PARALLEL_MIN_BYTES
+    assert n * k >= kernel.config.parallel_min_stream
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")

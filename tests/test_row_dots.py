@@ -167,7 +167,7 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
     rng = np.random.default_rng(3)
     n = shared.GEMV_CHUNK + 21  # a chunk, its lead and a chunk of edge columns
     ld = -(-(n + 1) // 16) * 16
-    k = shared.GEMV_ROWS_PARALLEL_MIN_BYTES // (n * dtype.itemsize) + 3  # streamed on each worker
+    k = kernel.config.parallel_min_stream // n + 3  # shared out between the workers
     x = random_matrix(rng, (2, k), dtype)
     for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
         expected = blocked_product(x, w)[0]

@@ -9,6 +9,7 @@ whole by the worker that takes it) or each product in turn uses every worker;
 neither changes a sum.
 """
 
+import numpy as np
 from numba import njit, prange
 
 from ..kernels.shared import UNPACKED_TASKS_PER_WORKER
@@ -126,7 +127,7 @@ def batch_tasks_entry(
         my_bbuf = advance(address(bbuf), w * kc * nc)
         my_scratch = advance(address(scratch), w * mr * nr)
         my_sums = advance(address(sums), w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, w, 0)
+        task, turn = claim(counter, tasks, workers, w, np.intp(0))
         while task >= 0:
             first, end = task * count // tasks, (task + 1) * count // tasks
             stack_run(
@@ -161,5 +162,5 @@ def batch_each_parallel_entry(
             gemm_parallel(
                 shape, m, n, k, alpha, beta, pa, rs_a, cs_a, pb, rs_b, cs_b, pc, rs_c, cs_c,
                 mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter,
-                log_b, log_rows, False,
+                log_b, log_rows, np.bool_(False),
             )

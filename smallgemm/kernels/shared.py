@@ -62,11 +62,6 @@ C_PREFETCH_FMAS = 64 * 28
 # driver cuts row dots and a transposed B's stream into as many tasks per worker,
 # and the planner (``plan.rules``) reads it for stacks too few to share out evenly.
 TASKS_PER_WORKER = 3
-# From this many bytes of B, one row of A on several workers runs ``gemv_rows`` on each
-# worker's columns rather than the 1 x 256 tile on strips: its prefetch keeps more of
-# memory's bandwidth (two threads, [1,k] @ [k,n] float32: even at 8 MiB of B, 1.27x at
-# 64 MiB); from the L2 and the L3 the tile's sums in registers cost less than a row in the L1.
-GEMV_ROWS_PARALLEL_MIN_BYTES = 8 << 20
 
 # --- Stacks of products (drivers/batched.py) ---
 

@@ -47,11 +47,9 @@ from .tasks import (  # noqa: F401
 from .unpacked import (  # noqa: F401
     dot_rows_parallel,
     even_run,
-    gemv_rows_parallel,
-    stream_geometry,
-    stream_tile_of,
-    streams_rows,
+    tile_geometry,
     unpacked_parallel,
     unpacked_parallel_entry,
     unpacked_parallel_product,
+    unpacked_task,
 )

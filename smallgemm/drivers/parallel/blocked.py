@@ -73,7 +73,7 @@ def gemm_parallel(
             streaming = panels_read_by_others(groups, workers)
             reset_counters(counter, workers)
             for w in prange(workers):  # pack the B slice, a few NR panels per task
-                task, turn = claim(counter, pack_tasks, workers, w, 0)
+                task, turn = claim(counter, pack_tasks, workers, w, np.intp(0))
                 while task >= 0:
                     record(log_b, task)
                     pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
@@ -99,7 +99,7 @@ def row_tasks_parallel(
     for w in prange(workers):
         my_abuf = advance(abuf, w * mc * kc)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, row_tasks, workers, w, 0)
+        task, turn = claim(counter, row_tasks, workers, w, np.intp(0))
         while task >= 0:
             record(log_rows, task)
             row_block_task(
@@ -132,7 +132,7 @@ def one_row_block(
     row_panels = (m + mr - 1) // mr
     reset_counters(counter, workers)
     for w in prange(workers):
-        task, turn = claim(counter, row_panels, workers, w, 0)
+        task, turn = claim(counter, row_panels, workers, w, np.intp(0))
         while task >= 0:
             record(log_a, task)
             i0 = task * mr
@@ -144,7 +144,7 @@ def one_row_block(
     for w in prange(workers):
         my_bbuf = advance(bbuf, w * kc * width)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, tasks, workers, w, 0)
+        task, turn = claim(counter, tasks, workers, w, np.intp(0))
         while task >= 0:
             record(log_panels, task)
             panels_in_time(
@@ -166,7 +166,7 @@ def parallel_entry(
         address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size,
         mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
-        False,
+        np.bool_(False),  # a run-time flag: a literal would compile gemm_parallel once per value
     )
 
 
@@ -183,7 +183,8 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, wo
         shape, a.shape[0], n, a.shape[1], alpha, beta,
         address(a), a.strides[0] // size, a.strides[1] // size, address(packed), origin, origin,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), counter, no_log, no_log, True,
+        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), counter, no_log, no_log,
+        np.bool_(True),
     )
 
 
@@ -198,7 +199,7 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
     reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(address(scratch), w * mr * nr)
-        task, turn = claim(counter, groups, workers, w, 0)
+        task, turn = claim(counter, groups, workers, w, np.intp(0))
         while task >= 0:
             prepacked_rows_panels(
                 tile, task * per_group, min((task + 1) * per_group, panels), m, n, k, alpha, beta,

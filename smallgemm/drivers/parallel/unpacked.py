@@ -1,5 +1,5 @@
 """The unpacked product on several workers: strips of B or rows of A as tasks, row dots
-and GEMV rows shared out, and the entry that follows ``unpacked.unpacked_route``.
+shared out, and the entry that follows ``unpacked.unpacked_route``.
 """
 
 from __future__ import annotations
@@ -7,11 +7,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ...kernels.shared import GEMV_ROWS_PARALLEL_MIN_BYTES, TASKS_PER_WORKER
+from ...kernels.shared import TASKS_PER_WORKER
 from ...simd import (
     address,
     advance,
-    line_elements,
     multiply_add,
     row_dots_rule,
     tile_cols,
@@ -31,58 +30,55 @@ from ..unpacked import (
     dot_pairs_suit,
     dot_rows_of,
     fetches_ahead,
-    gemv_rows,
     stream_tiles,
     tile_choice,
     unpacked_form,
+    unpacked_part,
 )
 from .tasks import claim, reset_counters
 
 
 @njit(cache=True)
-def stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b):
-    """(MR, NR, ``fetches_ahead``) of the stream tile ``tile_of`` names (``stream_tile_of``)."""
+def tile_geometry(tile_of, shape, narrow, few, gemv, a):
+    """(MR, NR) of the tile ``tile_of`` names: FEW_TILE, NARROW_TILE, GEMV_TILE, else the main
+    ``shape``: the grain of ``unpacked_parallel``'s tasks."""
     if tile_of == FEW_TILE:
-        return tile_rows(few), tile_cols(few, a), fetches_ahead(few, a, n, k, cs_b)
+        return tile_rows(few), tile_cols(few, a)
     if tile_of == NARROW_TILE:
-        return tile_rows(narrow), tile_cols(narrow, a), fetches_ahead(narrow, a, n, k, cs_b)
+        return tile_rows(narrow), tile_cols(narrow, a)
     if tile_of == GEMV_TILE:
-        return tile_rows(gemv), tile_cols(gemv, a), fetches_ahead(gemv, a, n, k, cs_b)
-    return tile_rows(shape), tile_cols(shape, a), fetches_ahead(shape, a, n, k, cs_b)
+        return tile_rows(gemv), tile_cols(gemv, a)
+    return tile_rows(shape), tile_cols(shape, a)
 
 
 @njit(cache=True)
-def stream_tile_of(
-    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
-    c, c_off, rs_c, cs_c, kc, sums, scratch, fetch,
+def unpacked_task(
+    tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
+    c, c_off, rs_c, cs_c, kc, scratch, sums, fetch,
 ):
-    """``stream_tiles`` with the tile ``tile_of`` names: FEW_TILE, NARROW_TILE, GEMV_TILE,
-    else the main ``shape``.  A run-time choice, so that one parallel driver serves every
-    tile: compiled once per kernel and dtype, not once per tile (each costs seconds)."""
+    """One task of ``unpacked_parallel``: the few-rows stream with ``fetch`` decided for the
+    whole product (a task's strip alone may be too small to request ahead), else the
+    serial unpacked path."""
     if tile_of == FEW_TILE:
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
                      sums, scratch, fetch)
-    elif tile_of == NARROW_TILE:
-        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                     kc, sums, scratch, fetch)
-    elif tile_of == GEMV_TILE:
-        stream_tiles(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
-                     sums, scratch, fetch)
     else:
-        stream_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                     kc, sums, scratch, fetch)
+        unpacked_part(shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
+                      cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)
 
 
 @njit(cache=True, parallel=True)
 def unpacked_parallel(
-    tile_of, shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    kc, workers, scratch, sums, partial, counter,
+    tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c,
+    rs_c, cs_c, kc, workers, scratch, sums, partial, counter,
 ):
-    """The unpacked driver (few rows) on ``workers`` workers, with the stream tile
-    ``tile_of`` names (``stream_tile_of``).
+    """The unpacked driver (few rows) on ``workers`` workers, in tasks cut to the tile
+    ``tile_of`` names (``tile_geometry``).
 
     Tasks are (row chunk, column strip) pairs handed out by the counter, each
-    computed by ``stream_tiles`` with the worker's own stream buffer.  When
+    computed with the worker's own workspace: by the few-rows stream (FEW_TILE, a
+    transposed B's strips requested ahead where the whole B is large:
+    ``fetches_ahead``), else by ``unpacked_part``, the serial path of that part of C.  When
     they are too few to keep the workers busy and k spans several KC blocks,
     the blocks are split too (split-K): each (chunk, strip, KC block) task writes
     its block's raw tile sum into its own slice of ``partial``, then the slices
@@ -90,7 +86,8 @@ def unpacked_parallel(
     serial path (OVERWRITE / SCALE, then ACCUMULATE).  The number of slices is
     the number of KC blocks, whatever the thread count: the bits never change.
     """
-    mr, nr, fetch = stream_geometry(tile_of, shape, narrow, few, gemv, a, n, k, cs_b)
+    mr, nr = tile_geometry(tile_of, shape, narrow, few, gemv, a)
+    fetch = fetches_ahead(few, a, n, k, cs_b)
     scratch_size = tile_rows(shape) * tile_cols(shape, a)  # the largest tile's (workspace.get)
     row_chunk = mr * max(1, 64 // mr)
     row_tasks = (m + row_chunk - 1) // row_chunk
@@ -112,12 +109,12 @@ def unpacked_parallel(
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
-    unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile stream_tiles once more
+    unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile the callees once more
     reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(scratch, w * scratch_size)
         my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, total, workers, w, 0)
+        task, turn = claim(counter, total, workers, w, np.intp(0))
         while task >= 0:
             block = task // tasks
             rest = task - block * tasks
@@ -129,16 +126,16 @@ def unpacked_parallel(
             cols = min((strip + 1) * panels // strips * nr, n) - j0
             if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
                 p0 = block * kc
-                stream_tile_of(
-                    tile_of, shape, narrow, few, gemv, rows, cols, min(kc, k - p0), one, zero,
+                unpacked_task(
+                    tile_of, shape, narrow, few, gemv, resident, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
-                    address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_sums, my_scratch, fetch,
+                    address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_scratch, my_sums, fetch,
                 )
             else:
-                stream_tile_of(
-                    tile_of, shape, narrow, few, gemv, rows, cols, k, alpha, beta,
+                unpacked_task(
+                    tile_of, shape, narrow, few, gemv, resident, rows, cols, k, alpha, beta,
                     a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
-                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_sums, my_scratch, fetch,
+                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch, my_sums, fetch,
                 )
             task, turn = claim(counter, total, workers, w, turn)
     if split:
@@ -178,40 +175,11 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
     reset_counters(counter, workers)
     for w in prange(workers):
         my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, w, 0)
+        task, turn = claim(counter, tasks, workers, w, np.intp(0))
         while task >= 0:
             first, end = even_run(task, tasks, blocks, block_rows, rows)
             dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
                         ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
-            task, turn = claim(counter, tasks, workers, w, turn)
-
-
-@njit(cache=True)
-def streams_rows(gemv, a, n, k, workers):
-    """Whether one row of A times a k x n B (rows contiguous) takes ``gemv_rows_parallel``:
-    B of GEMV_ROWS_PARALLEL_MIN_BYTES or more, and a vector of columns for every worker."""
-    lanes = tile_lanes(gemv, a)
-    size = 64 // line_elements(gemv, a)
-    return n * k * size >= GEMV_ROWS_PARALLEL_MIN_BYTES and (n + lanes - 1) // lanes >= workers
-
-
-@njit(cache=True, parallel=True)
-def gemv_rows_parallel(rule, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, workers, sums, counter):
-    """``unpacked.gemv_rows`` (one row of A, B's rows contiguous) on ``workers`` workers:
-    one run of whole vectors of columns per worker, so each streams its part of every
-    row of B, the same part call after call.  Columns are independent sums: the bits
-    are those of one thread."""
-    lanes = tile_lanes(rule, b)
-    vectors = (n + lanes - 1) // lanes
-    tasks = min(vectors, workers)
-    reset_counters(counter, workers)
-    for w in prange(workers):
-        my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, w, 0)
-        while task >= 0:
-            first, end = even_run(task, tasks, vectors, lanes, n)
-            gemv_rows(rule, end - first, k, alpha, beta, a, np.intp(0), cs_a, b, first, rs_b, c, first * cs_c, cs_c, kc,
-                      my_sums)
             task, turn = claim(counter, tasks, workers, w, turn)
 
 
@@ -241,7 +209,7 @@ def unpacked_parallel_product(
     """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     args = (
-        shape, narrow, few, gemv, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
+        shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
         workers, scratch, sums, partial, counter,
     )
     # unpacked_route's rule, through its two parts: inlined here, as gemm_unpacked inlines it,
@@ -259,7 +227,5 @@ def unpacked_parallel_product(
         unpacked_parallel(FEW_TILE, *args)
     elif choice == RESIDENT_TILE:  # a resident-B product is too small for threads: the narrow tile
         unpacked_parallel(NARROW_TILE, *args)
-    elif choice == GEMV_TILE and streams_rows(gemv, a, n, k, workers):
-        gemv_rows_parallel(gemv, n, k, alpha, beta, a, cs_a, b, rs_b, c, cs_c, kc, workers, sums, counter)
     else:
         unpacked_parallel(choice, *args)

@@ -68,5 +68,6 @@ from .tiles import (  # noqa: F401
     resident_strip,
     resident_strips,
     resident_tiles,
+    unpacked_part,
     unpacked_tiles,
 )

@@ -184,7 +184,7 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     dot_rows_of(rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
 
 
-@linked
+@njit(cache=True)
 def dot_rows_of(
     rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
 ):

@@ -81,7 +81,7 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
                        c, c_off + j * cs_c, rs_c, cs_c, scratch)
 
 
-@linked
+@njit(cache=True)
 def gemm_unpacked(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
     rs_c, cs_c, kc, scratch, sums,
@@ -93,6 +93,10 @@ def gemm_unpacked(
     ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming
     paths.  A matrix times a vector whose rows are contiguous along k (``W @
     x``, ``x @ W.T``) takes ``dot_rows``.
+
+    Compiled into its callers (UNPACKED's entry, ``gemm_unpacked_stack``): a linked call
+    there made the 16x16 call 2-3 % slower; the parallel driver's tasks call it by name
+    (``unpacked_part``).
     """
     choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == DOTS_OF_A_ROWS:
@@ -116,6 +120,16 @@ def gemm_unpacked(
     else:
         main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
                    cs_c, kc, sums, scratch)
+
+
+@linked
+def unpacked_part(
+    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
+    rs_c, cs_c, kc, scratch, sums,
+):
+    """``gemm_unpacked`` called by name: one task of the parallel unpacked driver, compiled once."""
+    gemm_unpacked(shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
+                  cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)
 
 
 @linked
