@@ -4,6 +4,7 @@ The test process runs with ``SMALLGEMM_FIRST_USE=compile`` (conftest); the tier 
 tested here in processes started with ``background`` and an empty cache of their own.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -201,6 +202,41 @@ def test_a_fork_forgets_the_parents_compile_process():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_entries_still_queued_when_a_program_ends_compile_after_it(tmp_path):
+    """A program that ends while its compile process runs and more entries wait behind it
+    starts, at exit, a compile process for each kernel and dtype still queued: the next run
+    finds them cached.  (``Popen`` records the commands here instead of compiling.)"""
+    script = textwrap.dedent("""
+        import json, sys
+        from smallgemm.plan import warmup
+
+        class Running:
+            def poll(self):
+                return None
+
+        def popen(command, **kwargs):
+            with open(sys.argv[1], "a") as log:
+                log.write(json.dumps(command[command.index("--kernel"):]) + "\\n")
+            return Running()
+
+        warmup.subprocess.Popen = popen
+        warmup._state.process, warmup._state.compiling = Running(), {("UNPACKED", "avx2", "float32")}
+        warmup._state.queued = [
+            ("PARALLEL", "avx2", "float32"), ("VECTOR", "portable", "float64"), ("PACK", "avx2", "float32"),
+        ]
+    """)
+    log = tmp_path / "started.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(log)], check=False, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    started = [json.loads(line) for line in log.read_text().splitlines()]
+    assert started == [
+        ["--kernel", "avx2", "--dtype", "float32", "--entry", "PARALLEL,PACK"],
+        ["--kernel", "portable", "--dtype", "float64", "--entry", "VECTOR"],
+    ]
 
 
 def test_compile_command_fills_the_cache_and_info_says_so(tmp_path):

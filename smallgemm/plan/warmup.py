@@ -13,11 +13,14 @@ The tier applies to exact products (a ``pack``ed B is read back from its panels)
 product when ``SMALLGEMM_FIRST_USE=compile``.  One compile process runs at a time per
 process, and the command holds a lock in the cache folder, so processes started together
 compile each entry once.  A compile process that outlives its parent finishes and
-leaves the cache filled for the next one.  A fork forgets the parent's compile process.
+leaves the cache filled for the next one; entries still queued behind it when the
+parent ends get their own (``_compile_queued_at_exit``), so a program's second run finds
+every entry its first run asked for.  A fork forgets the parent's compile process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -157,6 +160,18 @@ def _pump(start: bool = True) -> None:
         state.failed.update(batch)
         return
     state.compiling = set(batch)
+
+
+def _compile_queued_at_exit() -> None:
+    """At exit, start a compile process for each kernel and dtype whose entries are still
+    queued (the running one goes on by itself; the cache lock orders them)."""
+    state = _state
+    while state.queued:
+        state.process = None
+        _pump()
+
+
+atexit.register(_compile_queued_at_exit)
 
 
 def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool:
