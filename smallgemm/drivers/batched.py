@@ -121,13 +121,14 @@ def batch_tasks_entry(
     tasks = min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
     mr, nr = tile_rows(shape), tile_cols(shape, address(scratch))
     rule = row_dots_rule(gemv, lane_sums)
-    reset_counters(counter, workers)
+    tasks_of = address(counter)  # the counters as the parallel routines take them: one compiled claim
+    reset_counters(tasks_of, workers)
     for w in prange(workers):
         my_abuf = advance(address(abuf), w * mc * kc)
         my_bbuf = advance(address(bbuf), w * kc * nc)
         my_scratch = advance(address(scratch), w * mr * nr)
         my_sums = advance(address(sums), w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, w, np.intp(0))
+        task, turn = claim(tasks_of, tasks, workers, w, np.intp(0))
         while task >= 0:
             first, end = task * count // tasks, (task + 1) * count // tasks
             stack_run(
@@ -135,7 +136,7 @@ def batch_tasks_entry(
                 offsets_a[first:end], offsets_b[first:end], offsets_c[first:end], unpacked,
                 mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
             )
-            task, turn = claim(counter, tasks, workers, w, turn)
+            task, turn = claim(tasks_of, tasks, workers, w, turn)
 
 
 @njit(cache=True)
@@ -156,11 +157,12 @@ def batch_each_parallel_entry(
         if unpacked:
             unpacked_parallel_product(
                 shape, narrow, few, rule, resident, m, n, k, alpha, beta, one, zero, pa, rs_a, cs_a, pb, rs_b, cs_b,
-                pc, rs_c, cs_c, kc, workers, address(scratch), address(sums), partial, counter,
+                pc, rs_c, cs_c, kc, workers, address(scratch), address(sums), address(partial), partial.shape[0],
+                address(counter),
             )
         else:
             gemm_parallel(
                 shape, m, n, k, alpha, beta, pa, rs_a, cs_a, pb, rs_b, cs_b, pc, rs_c, cs_c,
-                mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter,
-                log_b, log_rows, np.bool_(False),
+                mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), address(counter),
+                address(log_b), log_b.shape[0], address(log_rows), log_rows.shape[0], False,
             )

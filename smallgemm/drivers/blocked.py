@@ -76,13 +76,16 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     short = tile_with_rows(shape, SHORT_ROWS)
+    unit = np.intp(1)
     for jr in range(0, cols, nr):
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
             live_rows = min(mr, rows - ir)
             if live_rows <= SHORT_ROWS < mr:
+                # cs_a as a run-time value: the compiled short tile of the unpacked path (a
+                # literal 1 would compile it once more).
                 direct_microkernel(
-                    short, depth, abuf, a_off + ir * depth, 1, mr, bbuf, b_off + jr * depth, nr,
+                    short, depth, abuf, a_off + ir * depth, unit, mr, bbuf, b_off + jr * depth, nr,
                     c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
                 )
                 continue

@@ -47,8 +47,9 @@ _lock = threading.RLock()
 class Linked:
     """A routine compiled once per signature (``link``) and called by name (``call``)."""
 
-    def __init__(self, pyfunc):
+    def __init__(self, pyfunc, parallel: bool):
         self.pyfunc = pyfunc
+        self.parallel = parallel
         self.name = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
         self.compiled: dict[tuple, object] = {}  # argument types -> numba CFunc
         _routines[self.name] = self
@@ -64,7 +65,7 @@ class Linked:
             return symbol
         with _lock:
             if argtypes not in self.compiled:
-                function = cfunc(types.void(*argtypes), cache=True)(self.pyfunc)
+                function = cfunc(types.void(*argtypes), cache=True, parallel=self.parallel)(self.pyfunc)
                 llvm.add_symbol(symbol, function.address)
                 _symbols[symbol] = (self.name, argtypes)
                 self.compiled[argtypes] = function
@@ -74,10 +75,14 @@ class Linked:
         return f"linked({self.name})"
 
 
-def linked(pyfunc) -> object:
+def linked(pyfunc=None, *, parallel: bool = False) -> object:
     """Declare ``pyfunc`` (a plain function, jit-compatible) a linked routine; returns the
-    intrinsic that jitted code calls it by."""
-    routine = Linked(pyfunc)
+    intrinsic that jitted code calls it by.  ``@linked(parallel=True)``: a routine that runs
+    ``prange`` loops, itself or in the jitted functions it calls (compiled as Numba's
+    ``parallel=True`` functions are, their thread pool started when it is linked)."""
+    if pyfunc is None:
+        return lambda function: linked(function, parallel=parallel)
+    routine = Linked(pyfunc, parallel)
     arity = pyfunc.__code__.co_argcount
     parameters = ", ".join(f"a{i}" for i in range(arity))
     # An intrinsic's typing function takes its arguments by name: one of the routine's arity.

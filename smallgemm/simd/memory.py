@@ -29,7 +29,11 @@ from .types import (
 
 @intrinsic
 def address(typingctx, arr):
-    """Pointer to element [0, ..., 0] of an array, whatever its strides."""
+    """Pointer to element [0, ..., 0] of an array, whatever its strides; a pointer is its
+    own address (a function may then take either: the task counters, called from Python
+    with an array and from linked routines with a pointer)."""
+    if isinstance(arr, types.CPointer):
+        return arr(arr), lambda context, builder, signature, args: args[0]
     if not isinstance(arr, types.Array):
         return None
 

@@ -9,6 +9,7 @@ from numba import njit, prange
 
 from ...kernels.shared import TASKS_PER_WORKER
 from ...simd import address, advance, tile_cols, tile_rows
+from ...simd.linked import linked
 from ..blocked import block_merge, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from ..packing import pack_a, pack_b_panels
 from .tasks import (
@@ -23,10 +24,10 @@ from .tasks import (
 )
 
 
-@njit(cache=True, parallel=True)
+@linked(parallel=True)
 def gemm_parallel(
     shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows, prepacked,
+    mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, logged_b, log_rows, logged_rows, prepacked,
 ):
     """C = alpha*A.B + beta*C with ``workers`` workers (requires m, n, k >= 1).
 
@@ -34,6 +35,8 @@ def gemm_parallel(
     hold together) are one block that all workers share (``one_row_block``).
     With ``prepacked``, ``b`` already holds every packed slice
     (``blocked.packed_slice``): the row-block tasks read them in place.
+    ``counter``: the task counters; ``log_b`` / ``log_rows``: the tests' task logs,
+    ``logged_b`` / ``logged_rows`` counts long (none in normal calls: ``tasks.record``).
     """
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
@@ -57,7 +60,7 @@ def gemm_parallel(
                 row_tasks_parallel(
                     shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a,
                     advance(b, packed_slice(k, jc, pc, panels * nr)), c, jc * cs_c, rs_c, cs_c,
-                    block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                    block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows, logged_rows,
                 )
                 continue
             b_slice = pc * rs_b + jc * cs_b
@@ -65,7 +68,7 @@ def gemm_parallel(
                 one_row_block(
                     shape, m, cols, depth, a, pc * cs_a, rs_a, cs_a, b, b_slice, rs_b, cs_b,
                     c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, kc, group, workers,
-                    abuf, bbuf, scratch, counter, log_b, log_rows,
+                    abuf, bbuf, scratch, counter, log_b, logged_b, log_rows, logged_rows,
                 )
                 continue
             per_task = pack_task_panels(panels, workers)
@@ -75,20 +78,21 @@ def gemm_parallel(
             for w in prange(workers):  # pack the B slice, a few NR panels per task
                 task, turn = claim(counter, pack_tasks, workers, w, np.intp(0))
                 while task >= 0:
-                    record(log_b, task)
+                    record(log_b, logged_b, task)
                     pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
                                   min((task + 1) * per_task, panels), bbuf, streaming)
                     task, turn = claim(counter, pack_tasks, workers, w, turn)
             row_tasks_parallel(
                 shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
                 c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+                logged_rows,
             )
 
 
 @njit(cache=True, parallel=True)
 def row_tasks_parallel(
     shape, row_blocks, groups, per_group, m, cols, depth, a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
-    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
+    alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows, logged_rows,
 ):
     """IC (and column groups of JR) as tasks over one packed B slice (``b_panels``):
     each worker packs the row blocks it takes into its own part of ``abuf``."""
@@ -101,7 +105,7 @@ def row_tasks_parallel(
         my_scratch = advance(scratch, w * mr * nr)
         task, turn = claim(counter, row_tasks, workers, w, np.intp(0))
         while task >= 0:
-            record(log_rows, task)
+            record(log_rows, logged_rows, task)
             row_block_task(
                 shape, task, row_blocks, groups, per_group, m, cols, depth,
                 a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
@@ -113,7 +117,7 @@ def row_tasks_parallel(
 @njit(cache=True, parallel=True)
 def one_row_block(
     shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-    alpha, beta, mode, kc, group, workers, abuf, bbuf, scratch, counter, log_a, log_panels,
+    alpha, beta, mode, kc, group, workers, abuf, bbuf, scratch, counter, log_a, logged_a, log_panels, logged_panels,
 ):
     """One (JC, PC) step when all of A's rows are one block (m <= MC).
 
@@ -134,7 +138,7 @@ def one_row_block(
     for w in prange(workers):
         task, turn = claim(counter, row_panels, workers, w, np.intp(0))
         while task >= 0:
-            record(log_a, task)
+            record(log_a, logged_a, task)
             i0 = task * mr
             pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
             task, turn = claim(counter, row_panels, workers, w, turn)
@@ -146,7 +150,7 @@ def one_row_block(
         my_scratch = advance(scratch, w * mr * nr)
         task, turn = claim(counter, tasks, workers, w, np.intp(0))
         while task >= 0:
-            record(log_panels, task)
+            record(log_panels, logged_panels, task)
             panels_in_time(
                 shape, m, task * width, min((task + 1) * width, cols), depth, abuf,
                 b, b_off, rs_b, cs_b, my_bbuf, group, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
@@ -165,26 +169,22 @@ def parallel_entry(
         address(a), a.strides[0] // size, a.strides[1] // size,
         address(b), b.strides[0] // size, b.strides[1] // size,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), counter, log_b, log_rows,
-        np.bool_(False),  # a run-time flag: a literal would compile gemm_parallel once per value
+        mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), address(counter),
+        address(log_b), log_b.shape[0], address(log_rows), log_rows.shape[0], False,
     )
 
 
 @njit(cache=True)
 def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
     """Entry from Python with B prepacked by ``blocked.pack_entry`` (``packed`` holds k x n)."""
-    # Run-time zeros (B's unused strides, no shared rows) and empty logs typed as
-    # parallel_entry's: literals or the read-only global NO_LOG would compile
-    # every callee, the row-block tasks included, once more.
-    origin = np.intp(0)
-    no_log = np.empty(0, dtype=np.int64)
+    origin = np.intp(0)  # B's unused strides, no shared rows and no task logs
     size = a.itemsize
     gemm_parallel(
         shape, a.shape[0], n, a.shape[1], alpha, beta,
         address(a), a.strides[0] // size, a.strides[1] // size, address(packed), origin, origin,
         address(c), c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), counter, no_log, no_log,
-        np.bool_(True),
+        mc, nc, kc, origin, workers, address(abuf), address(packed), address(scratch), address(counter),
+        address(counter), origin, address(counter), origin, True,
     )
 
 
@@ -196,14 +196,15 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
     mr = tile_rows(tile)
     panels = (n + nr - 1) // nr
     groups, per_group = column_groups(panels, TASKS_PER_WORKER * workers)
-    reset_counters(counter, workers)
+    tasks_of = address(counter)  # the counters as the parallel routines take them: one compiled claim
+    reset_counters(tasks_of, workers)
     for w in prange(workers):
         my_scratch = advance(address(scratch), w * mr * nr)
-        task, turn = claim(counter, groups, workers, w, np.intp(0))
+        task, turn = claim(tasks_of, groups, workers, w, np.intp(0))
         while task >= 0:
             prepacked_rows_panels(
                 tile, task * per_group, min((task + 1) * per_group, panels), m, n, k, alpha, beta,
                 address(a), a.strides[0] // size, a.strides[1] // size, address(packed),
                 address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, my_scratch,
             )
-            task, turn = claim(counter, groups, workers, w, turn)
+            task, turn = claim(tasks_of, groups, workers, w, turn)

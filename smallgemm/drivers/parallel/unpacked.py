@@ -17,6 +17,7 @@ from ...simd import (
     tile_lanes,
     tile_rows,
 )
+from ...simd.linked import linked
 from ..unpacked import (
     DOTS_OF_A_ROWS,
     DOTS_OF_B_COLUMNS,
@@ -67,10 +68,10 @@ def unpacked_task(
                       cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)
 
 
-@njit(cache=True, parallel=True)
+@linked(parallel=True)
 def unpacked_parallel(
     tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c,
-    rs_c, cs_c, kc, workers, scratch, sums, partial, counter,
+    rs_c, cs_c, kc, workers, scratch, sums, partial, partial_size, counter,
 ):
     """The unpacked driver (few rows) on ``workers`` workers, in tasks cut to the tile
     ``tile_of`` names (``tile_geometry``).
@@ -85,6 +86,7 @@ def unpacked_parallel(
     are merged into C in increasing block order with the very rules of the
     serial path (OVERWRITE / SCALE, then ACCUMULATE).  The number of slices is
     the number of KC blocks, whatever the thread count: the bits never change.
+    ``partial`` holds ``partial_size`` elements; ``counter``: the task counters.
     """
     mr, nr = tile_geometry(tile_of, shape, narrow, few, gemv, a)
     fetch = fetches_ahead(few, a, n, k, cs_b)
@@ -107,7 +109,7 @@ def unpacked_parallel(
     strips = min(panels, max(1, (wanted + row_tasks - 1) // row_tasks))
     tasks = row_tasks * strips
     k_blocks = (k + kc - 1) // kc
-    split = tasks < wanted and k_blocks > 1 and partial.shape[0] >= k_blocks * m * n
+    split = tasks < wanted and k_blocks > 1 and partial_size >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
     unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile the callees once more
     reset_counters(counter, workers)
@@ -129,7 +131,7 @@ def unpacked_parallel(
                 unpacked_task(
                     tile_of, shape, narrow, few, gemv, resident, rows, cols, min(kc, k - p0), one, zero,
                     a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
-                    address(partial), block * m * n + i0 * n + j0, n, unit, kc, my_scratch, my_sums, fetch,
+                    partial, block * m * n + i0 * n + j0, n, unit, kc, my_scratch, my_sums, fetch,
                 )
             else:
                 unpacked_task(
@@ -158,7 +160,7 @@ def even_run(task, tasks, units, unit, limit):
     return task * units // tasks * unit, min((task + 1) * units // tasks * unit, limit)
 
 
-@njit(cache=True, parallel=True)
+@linked(parallel=True)
 def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
                       sums, counter):
     """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks (or pairs of
@@ -196,21 +198,22 @@ def unpacked_parallel_entry(
     unpacked_parallel_product(
         shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta, one, zero,
         address(a), a.strides[0] // size, a.strides[1] // size, address(b), b.strides[0] // size, b.strides[1] // size,
-        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums), partial,
-        counter,
+        address(c), c.strides[0] // size, c.strides[1] // size, kc, workers, address(scratch), address(sums),
+        address(partial), partial.shape[0], address(counter),
     )
 
 
-@njit(cache=True)
+@linked  # it runs no prange loop itself: the drivers it calls are parallel routines
 def unpacked_parallel_product(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    kc, workers, scratch, sums, partial, counter,
+    kc, workers, scratch, sums, partial, partial_size, counter,
 ):
-    """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose."""
+    """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose
+    (``unpacked_parallel``: ``partial`` holds ``partial_size`` elements)."""
     origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
     args = (
         shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
-        workers, scratch, sums, partial, counter,
+        workers, scratch, sums, partial, partial_size, counter,
     )
     # unpacked_route's rule, through its two parts: inlined here, as gemm_unpacked inlines it,
     # it cost this entry 10 % more compile time.
