@@ -47,22 +47,43 @@ def rand(*shape, dtype=np.float32):
     return RNG.standard_normal(shape).astype(dtype)
 
 
-def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1):
+def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1, bytes_read=0):
     """One table row: medians of ``ours`` and ``theirs`` timed interleaved, and their ratio.
 
     A run of ``ours`` or ``theirs`` may make ``calls_per_run`` calls (see
-    ``calls_in_a_loop``); the medians are then per call.
+    ``calls_in_a_loop``); the medians are then per call.  With ``bytes_read`` (what a
+    call must read), the target column adds the rate smallgemm read them at and its share
+    of one core's read bandwidth from memory (``smallgemm.peak``).
     """
     settle = bench.SETTLE_SECONDS if threads > 1 else 0.0
     with bench.thread_limits(None if threads == DEFAULT_THREADS else threads):
         probe = bench.time_interleaved([ours], 1)[0].median
         t_ours, t_theirs = bench.time_interleaved([ours, theirs], repeats or bench.repeats_for(probe), settle)
     ours_call, theirs_call = t_ours.median / calls_per_run, t_theirs.median / calls_per_run
+    if bytes_read:
+        rate = bytes_read / ours_call / 1e9
+        target = (
+            f"{target}; read {rate:.0f} GB/s, {rate / peak_read_rate():.2f} of one core's from memory".lstrip(
+                "; "
+            )
+        )
     print(
         f"| {name} | {threads} | {_duration(ours_call)} | {_duration(theirs_call)} | {theirs_call / ours_call:.3f} "
         f"| {target} |",
         flush=True,
     )
+
+
+_PEAK_READ: list[float] = []
+
+
+def peak_read_rate() -> float:
+    """One core's read bandwidth from memory in GB/s (``peak.read_bandwidth``), measured once."""
+    if not _PEAK_READ:
+        from smallgemm.api.peak import read_bandwidth
+
+        _PEAK_READ.append(read_bandwidth())
+    return _PEAK_READ[0]
 
 
 def calls_in_a_loop(function, a, b, count):
