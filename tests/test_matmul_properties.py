@@ -113,3 +113,33 @@ def test_many_small_products():
     # A broadcast stack: b's batch axis has stride 0, nothing is copied.
     shared = np.broadcast_to(b[:1], b.shape)
     assert_close(smallgemm.matmul(a, shared), 1.0, a, shared)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_a_stack_of_one_product_gives_the_chain_references_bits(dtype, layout):
+    """A stack of one product takes the 2-D way in: the reference's bits, a (1, m, n)
+    result, ``out=`` of that shape filled and returned, inputs unchanged, and NumPy's
+    error for an ``out`` whose stack is not one product."""
+    from reference import chain_reference
+
+    rng = np.random.default_rng(5)
+    for m, n, k in ((1, 1, 1), (16, 16, 16), (3, 40, 17), (64, 5, 33), (0, 4, 4), (4, 4, 0)):
+        if layout == "strided":
+            a = rng.standard_normal((1, m, 2 * k)).astype(dtype)[:, :, ::2]
+            b = rng.standard_normal((1, 3 * k, n)).astype(dtype)[:, ::3, :]
+        else:
+            a = np.asarray(rng.standard_normal((1, m, k)).astype(dtype), order=layout)
+            b = np.asarray(rng.standard_normal((1, k, n)).astype(dtype), order=layout)
+        kept_a, kept_b = a.copy(), b.copy()
+        expected = chain_reference(1.0, a[0], b[0])[np.newaxis]
+        got = smallgemm.matmul(a, b)
+        assert got.shape == (1, m, n) and got.dtype == dtype
+        np.testing.assert_array_equal(got, expected)
+        out = np.full((1, m, n), np.nan, dtype)
+        assert smallgemm.matmul(a, b, out=out) is out
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(a, kept_a)
+        np.testing.assert_array_equal(b, kept_b)
+        with pytest.raises(ValueError, match="non-broadcastable output operand"):
+            smallgemm.matmul(a, b, out=np.empty((2, m, n), dtype))

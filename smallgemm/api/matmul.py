@@ -252,6 +252,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             )
         if ours and ndim_b == 2 and ndim_a >= 2:
             # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
+            matrix = b
             if ndim_a == 2:
                 rows = a
             elif ndim_a == 3 and a.flags.c_contiguous:  # a view (a third of _fold_rows's cost)
@@ -266,17 +267,31 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                 else:
                     c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
-                local = _PREPARED  # runners.run_small, inline: a Python call less (~0.03 us)
-                prep = local.last if local.generation == in_force.generation else None
-                if prep is None or prep.dtype is not dtype:
-                    prep = prepared.current_prepared(dtype)
-                route = prep.small(rows, b, c_rows)
-                if route == SMALL_DONE:
-                    return c
-                if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
-                    strategies.run(1.0, rows, b, 0.0, c_rows)
-                    return c
-                del c, c_rows  # refused: freed before the general path allocates its own
+        elif (
+            ours
+            and ndim_a == 3
+            and ndim_b == 3
+            and a.shape[0] == 1 == b.shape[0]
+            and (out is None or out.shape[0] == 1)
+        ):
+            # A stack of one product: its matrices take the 2-D way in (the stack's costs ~1 us more).
+            rows, matrix = a[0], b[0]
+            c = _EMPTY((1, rows.shape[0], matrix.shape[1]), dtype) if out is None else out
+            c_rows = c[0]
+        else:
+            rows = None
+        if rows is not None:
+            local = _PREPARED  # runners.run_small, inline: a Python call less (~0.03 us)
+            prep = local.last if local.generation == in_force.generation else None
+            if prep is None or prep.dtype is not dtype:
+                prep = prepared.current_prepared(dtype)
+            route = prep.small(rows, matrix, c_rows)
+            if route == SMALL_DONE:
+                return c
+            if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
+                strategies.run(1.0, rows, matrix, 0.0, c_rows)
+                return c
+            del c, c_rows  # refused: freed before the general path allocates its own
         elif ours and ndim_a == 3 and ndim_b == 3:
             # Two stacks along one batch axis, not broadcast: the common batched product.
             count, m, k = a.shape
