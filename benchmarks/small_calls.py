@@ -52,23 +52,29 @@ def main():
             rows_of(np.dtype(dtype), threads)
 
 
+def matmul_rows(name: str, threads: int, target: str, a, b, c=None, calls: int = CALLS) -> None:
+    """``a @ b`` against NumPy, and with ``out=c`` too when ``c`` is given."""
+    row(name, "smallgemm.matmul(a, b)", "np.matmul(a, b)", threads, target, calls=calls, a=a, b=b)
+    if c is not None:
+        row(
+            f"{name}, out=",
+            "smallgemm.matmul(a, b, out=c)",
+            "np.matmul(a, b, out=c)",
+            threads,
+            calls=calls,
+            a=a,
+            b=b,
+            c=c,
+        )
+
+
 def rows_of(dtype: np.dtype, threads: int) -> None:
     """Every row for one dtype and thread count."""
     kind = dtype.name
     for side in (8, 16, 32):
         a, b = rand(side, side, dtype=dtype), rand(side, side, dtype=dtype)
         c = np.empty((side, side), dtype)
-        target = ">= 1.2" if side == 16 else ""
-        row(f"{kind} {side}x{side}", "smallgemm.matmul(a, b)", "np.matmul(a, b)", threads, target, a=a, b=b)
-        row(
-            f"{kind} {side}x{side}, out=",
-            "smallgemm.matmul(a, b, out=c)",
-            "np.matmul(a, b, out=c)",
-            threads,
-            a=a,
-            b=b,
-            c=c,
-        )
+        matmul_rows(f"{kind} {side}x{side}", threads, ">= 1.2" if side == 16 else "", a, b, c)
         row(
             f"{kind} {side}x{side}, gemm(0.5, a, b, beta=1, c=c, overwrite_c=True) against NumPy's c += 0.5 * (a @ b)",
             "smallgemm.gemm(0.5, a, b, beta=1.0, c=c, overwrite_c=True)",
@@ -78,35 +84,23 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
             b=b,
             c=c,
         )
-    a, b = rand(64, 64, dtype=dtype), rand(64, 64, dtype=dtype)
-    row(f"{kind} 64x64", "smallgemm.matmul(a, b)", "np.matmul(a, b)", threads, ">= 1.1", calls=100, a=a, b=b)
+    matmul_rows(
+        f"{kind} 64x64", threads, ">= 1.1", rand(64, 64, dtype=dtype), rand(64, 64, dtype=dtype), calls=100
+    )
     for count, side in ((1, 16), (10, 16), (100, 16), (10, 32), (1000, 16), (1000, 8), (1000, 4)):
         a, b = rand(count, side, side, dtype=dtype), rand(count, side, side, dtype=dtype)
-        c = np.empty((count, side, side), dtype)
-        calls = CALLS if count < 1000 else 20
-        target = ">= 1.5" if (count, side) == (1000, 16) else ""
-        row(
+        many = count >= 1000  # ~0.1 ms a call: fewer calls per run, and no out= row
+        matmul_rows(
             f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}",
-            "smallgemm.matmul(a, b)",
-            "np.matmul(a, b)",
             threads,
-            target,
-            calls=calls,
-            a=a,
-            b=b,
+            ">= 1.5" if (count, side) == (1000, 16) else "",
+            a,
+            b,
+            None if many else np.empty((count, side, side), dtype),
+            calls=20 if many else CALLS,
         )
-        if count < 1000:
-            row(
-                f"{kind} {count}x{side}x{side} @ {count}x{side}x{side}, out=",
-                "smallgemm.matmul(a, b, out=c)",
-                "np.matmul(a, b, out=c)",
-                threads,
-                a=a,
-                b=b,
-                c=c,
-            )
     x, w = rand(4, 8, 32, dtype=dtype), rand(32, 32, dtype=dtype)
-    row(f"{kind} [4,8,32] @ [32,32] (folded)", "smallgemm.matmul(x, w)", "np.matmul(x, w)", threads, x=x, w=w)
+    matmul_rows(f"{kind} [4,8,32] @ [32,32] (folded)", threads, "", x, w)
 
 
 if __name__ == "__main__":

@@ -146,8 +146,8 @@ def batch_each_parallel_entry(
 ):
     """The products of a stack one after the other, each on all ``workers`` workers (the
     parallel drivers a lone product takes): for fewer large products than the workers
-    could share out evenly.  ``partial``: split-K room for one product; ``log_*``: empty
-    (as ``parallel.parallel_entry`` gets them, so the driver compiled for it serves here)."""
+    could share out evenly.  ``partial``: split-K room for one product; ``log_*``: the
+    tests' task logs (empty in normal calls: ``tasks.record``)."""
     m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
     rule = row_dots_rule(gemv, lane_sums)
     for t in range(offsets_c.shape[0]):
