@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 from conftest import b_layouts, blocked_product, random_matrix
-from reference import assert_close
+from reference import assert_close, chain_reference
 
 import smallgemm
 from smallgemm.kernels import BySize
-from smallgemm.plan import in_force, prepared, rules, runners, strategies
+from smallgemm.plan import blocking, in_force, prepared, rules, runners, strategies
 
 
 @pytest.mark.parametrize("n", [1, 10, 17, 32])
@@ -173,6 +173,40 @@ def test_prepacked_gives_the_same_bits(kernel, dtype, tiny_blocks, trans):
         assert_close(smallgemm.matmul(x, packed), 1.0, x, op)
     stack = random_matrix(rng, (2, 3, k), dtype)
     np.testing.assert_array_equal(smallgemm.matmul(stack, packed), smallgemm.matmul(stack, op))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_one_row_times_prepacked_panels_side_by_side_gives_the_chain_references_bits(
+    kernel, dtype, workers, limits
+):
+    """One row of A takes several packed panels of a slice at once (``panel_row``): slices
+    of eight panels, a last one of seven (a group, then three alone, the last part
+    padding), three KC blocks, every merge rule, a strided output, on one worker or
+    several (tasks of whole groups): every element is the scalar FMA chain."""
+    limits(parallel_min_volume=BySize(0, 0), parallel_min_stream=0)
+    nr = kernel.nr(dtype)
+    in_force.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=8 * nr, kc=64))
+    try:
+        rng = np.random.default_rng(11)
+        k, n = 2 * 64 + 5, 22 * nr + 3
+        w = random_matrix(rng, (n, k), dtype)
+        packed = smallgemm.pack(w, trans=True)
+        x = random_matrix(rng, (1, k), dtype)
+        c = random_matrix(rng, (1, n), dtype)
+        wide = np.full((1, 2 * n), 7.0, dtype)
+        with smallgemm.num_threads(workers):
+            assert smallgemm.explain(x, packed).strategy.startswith("prepacked few rows")
+            np.testing.assert_array_equal(smallgemm.matmul(x, packed), chain_reference(1.0, x, w.T))
+            np.testing.assert_array_equal(smallgemm.matmul(x[0], packed), chain_reference(1.0, x, w.T)[0])
+            for alpha, beta in ((0.5, 2.0), (1.0, 1.0), (2.0, 0.0)):
+                np.testing.assert_array_equal(
+                    smallgemm.gemm(alpha, x, packed, beta=beta, c=c), chain_reference(alpha, x, w.T, beta, c)
+                )
+            smallgemm.matmul(x, packed, out=wide[:, ::2])
+        np.testing.assert_array_equal(wide[:, ::2], chain_reference(1.0, x, w.T))
+        np.testing.assert_array_equal(wide[:, 1::2], 7.0)
+    finally:
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):

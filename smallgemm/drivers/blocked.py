@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels import microkernel
-from ..kernels.microkernel import direct_microkernel
+from ..kernels.microkernel import direct_microkernel, merge_tile, tile_start
 from ..kernels.shared import PACK_B_GROUP, SHORT_ROWS
 from ..simd import (
     ACCUMULATE,
@@ -28,7 +28,10 @@ from ..simd import (
     advance,
     multiply_add,
     one_of,
+    panel_row,
+    panel_row_count,
     tile_cols,
+    tile_rank1_panels,
     tile_rows,
     tile_with_rows,
 )
@@ -282,15 +285,25 @@ def prepacked_rows_panels(
     for few rows, reading the prepacked B panels in place.
 
     Each packed panel is a KC x NR row-major block, so the direct microkernel
-    reads it like an unpacked B with row stride NR; ``tile`` is NR wide.  Same
-    KC blocks, FMA chains and merges as every other path.
+    reads it like an unpacked B with row stride NR; ``tile`` is NR wide.  One
+    row of A (inference with prepacked weights) takes ``panel_row_count(tile)``
+    panels of a slice at a time in one row of vectors (``panel_row_tile``): one
+    panel alone is two FMA chains per k step, a latency-bound loop.  Same KC
+    blocks, FMA chains and merges as every other path.
     """
     mr = tile_rows(tile)
-    for panel in range(first, last):
+    together = panel_row_count(tile) if m == 1 else 1
+    panel = first
+    while panel < last:
         jc = panel * nr // nc * nc  # NC is a multiple of NR: a panel never straddles two slices
         jr = panel * nr - jc
         cols = min(nc, n - jc)
         width = (cols + nr - 1) // nr * nr
+        if together > 1 and panel + together <= min(last, (jc + width) // nr):
+            panel_row_tile(tile, min(together * nr, cols - jr), k, alpha, beta, a, cs_a, packed,
+                           packed_slice(k, jc, 0, width), jr, width, c, rs_c, cs_c, (jc + jr) * cs_c, kc, nr, scratch)
+            panel += together
+            continue
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
@@ -301,6 +314,24 @@ def prepacked_rows_panels(
                     c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
                     min(mr, m - ir), min(nr, cols - jr), block_alpha, beta, mode, scratch,
                 )
+        panel += 1
+
+
+@njit(cache=True, inline="always")
+def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, slice_at, jr, width, c, rs_c, cs_c, c_off, kc, nr,
+                   scratch):
+    """One row of C, ``live`` columns from column ``jr`` of the slice at ``slice_at``: the
+    packed panels of ``tile``'s width side by side in one row of vectors (``panel_row``),
+    each element the FMA chain of ``direct_microkernel`` over each KC block, merged alike."""
+    row = panel_row(tile)
+    for pc in range(0, k, kc):
+        depth = min(kc, k - pc)
+        mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
+        b_off = slice_at + pc * width + jr * depth
+        sums = tile_start(row, a, c, c_off, rs_c, cs_c, 1, live, mode, scratch)
+        for p in range(depth):
+            sums = tile_rank1_panels(sums, tile, a, (pc + p) * cs_a, packed, b_off + p * nr, depth * nr)
+        merge_tile(row, sums, c, c_off, rs_c, cs_c, 1, live, block_alpha, beta, mode, scratch)
 
 
 @njit(cache=True)

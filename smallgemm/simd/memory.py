@@ -254,6 +254,34 @@ def tile_with_rows(typingctx, shape, rows):
     return cut(shape, rows), codegen
 
 
+# Vectors of the one-row tile over packed panels side by side (``panel_row``): as many
+# independent FMA chains as a vector FMA's latency times its throughput on the CPUs we know.
+PANEL_ROW_VECTORS = 8
+
+
+@intrinsic
+def panel_row(typingctx, shape):
+    """The one-row tile over ``panel_row_count(shape)`` packed panels of ``shape``'s width,
+    side by side (``tile_rank1_panels``): one row times several panels runs that many
+    independent FMA chains per k step, where one panel alone runs ``shape.vectors``."""
+    if not isinstance(shape, TileShapeType):
+        return None
+    s = shape.shape
+    panels = max(1, PANEL_ROW_VECTORS // s.vectors)
+    row = TileShapeType(TileShape(rows=1, vectors=panels * s.vectors, bits=s.bits, fused=s.fused))
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant_null(row)
+
+    return row(shape), codegen
+
+
+panel_row_count = shape_constant(lambda s, size: max(1, PANEL_ROW_VECTORS // s.vectors), needs_pointer=False)
+panel_row_count.__doc__ = (
+    "panel_row_count(shape): the packed panels ``panel_row(shape)`` spans, compile-time."
+)
+
+
 @intrinsic
 def atomic_fetch_add(typingctx, ptr, value):
     """Atomically add ``value`` to ``*ptr`` and return the previous value."""

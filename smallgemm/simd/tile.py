@@ -385,6 +385,30 @@ def tile_rank1_direct(typingctx, tile, a, a_off, rs_a, live_rows, b, b_off, live
     return tile(tile, a, a_off, rs_a, live_rows, b, b_off, live_cols, kept, kept_off), codegen
 
 
+@intrinsic
+def tile_rank1_panels(typingctx, tile, panel, a, a_off, b, b_off, panel_stride):
+    """tile[0, :] += a[a_off] * the rows at ``b_off`` of the packed panels of ``panel``'s width
+    that lie ``panel_stride`` elements apart: a one-row tile (``panel_row``) over several
+    panels side by side, their columns consecutive in C."""
+    if not isinstance(tile, TileType) or tile.shape.rows != 1 or not isinstance(panel, TileShapeType):
+        return None
+    if float_pointer(a) != tile.dtype or b != a or tile.shape.vectors % panel.shape.vectors:
+        return None
+    s, dtype, per_panel = tile.shape, tile.dtype, panel.shape.vectors
+
+    def codegen(context, builder, signature, args):
+        acc, _, ap, aoff, bp, boff, stride = args
+        vec = vector_type(s, dtype)
+        bvecs = []
+        for v in range(s.vectors):
+            start = builder.add(builder.mul(ir.Constant(I64, v // per_panel), stride), boff)
+            at = builder.add(start, ir.Constant(I64, v % per_panel * vec.count))
+            bvecs.append(builder.load(vector_ptr(builder, bp, at, vec), align=1))
+        return _rank1_update(builder, s, dtype, acc, ap, [aoff], bvecs)
+
+    return tile(tile, panel, a, a_off, b, b_off, panel_stride), codegen
+
+
 def _direct_b_row(builder, s, dtype, bp, boff, cols):
     """The NR elements of a contiguous row of B at ``boff`` as vectors, zero past ``cols`` (masked loads)."""
     vec = vector_type(s, dtype)

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...kernels.shared import TASKS_PER_WORKER
-from ...simd import address, advance, tile_cols, tile_rows
+from ...simd import address, advance, panel_row_count, tile_cols, tile_rows
 from ...simd.linked import linked
 from ..blocked import block_merge, packed_slice, panels_in_time, prepacked_rows_panels, row_block_task
 from ..packing import pack_a, pack_b_panels
@@ -190,12 +190,16 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, wo
 
 @njit(cache=True, parallel=True)
 def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, workers, scratch, counter):
-    """``blocked.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks."""
+    """``blocked.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks
+    (for one row, whole runs of the panels its one-row tile takes side by side)."""
     m, k = a.shape
     size = a.itemsize
-    mr = tile_rows(tile)
+    together = panel_row_count(tile) if m == 1 else 1
+    mr = max(tile_rows(tile), together)  # rows of NR elements of a worker's scratch
     panels = (n + nr - 1) // nr
     groups, per_group = column_groups(panels, TASKS_PER_WORKER * workers)
+    per_group = (per_group + together - 1) // together * together
+    groups = (panels + per_group - 1) // per_group
     tasks_of = address(counter)  # the counters as the parallel routines take them: one compiled claim
     reset_counters(tasks_of, workers)
     for w in prange(workers):
