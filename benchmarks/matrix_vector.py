@@ -4,16 +4,17 @@ print Markdown.
     python benchmarks/matrix_vector.py > matrix_vector.md
 
 Aligned row reads and exact products (docs/performance.md): ``W @ x`` (row dots), one
-row times a row-major B (the single-row stream) and one row times a prepacked ``W.T``
-(``x @ pack(W, trans=True)``, inference with prepacked weights, against NumPy's
-``x @ W.T``), with W as NumPy allocates it (16 or 32 bytes into a cache line) and
-copied to the start of a line — the two should take the same time — and ``W @ x`` not
-exact (lane-wise sums: what exactness costs).  ``W @ x`` rows give the share of
-``peak()``'s read bandwidth that W's bytes took.  Each row times smallgemm and NumPy
-interleaved in this one process (``targets.compare``), without the OpenBLAS forcing
-variables.  The cache is filled first; the default thread count sets nothing, one
-thread is set for both libraries.  The targets are those of the small-products issue
-(NumPy / smallgemm).
+row times a row-major B (the single-row stream), one row times a prepacked ``W.T``
+(``x @ pack(W, trans=True)``, inference with prepacked weights, against NumPy's ``x @
+W.T``) and one sample through ``smallgemm.nn``'s inference pass (its layers multiply
+packed weights) against the same pass on NumPy; W as NumPy allocates it (16 or 32
+bytes into a cache line) and copied to the start of a line — the two should take the
+same time — and ``W @ x`` not exact (lane-wise sums: what exactness costs).  ``W @ x``
+rows give the share of ``peak()``'s read bandwidth that W's bytes took.  Each row
+times smallgemm and NumPy interleaved in this one process (``targets.compare``),
+without the OpenBLAS forcing variables.  The cache is filled first; the default thread
+count sets nothing, one thread is set for both libraries.  The targets are those of
+the small-products issue (NumPy / smallgemm).
 """
 
 from __future__ import annotations
@@ -22,8 +23,12 @@ import numpy as np
 from targets import DEFAULT_THREADS, TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
+from smallgemm import nn
 from smallgemm.plan.workspace import aligned_empty
 from smallgemm.tools import bench
+
+# The model of ``benchmarks/nn_step.py``, one sample at a time through ``Sequential.inference``.
+MLP_SIZES = (512, 2048, 2048, 10)
 
 
 def line_aligned(arr: np.ndarray) -> np.ndarray:
@@ -98,6 +103,18 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
         lambda: np.matmul(row, weights.T),
         threads,
         ">= 1.3",
+    )
+    model = nn.mlp(MLP_SIZES, np.random.default_rng(0), dtype)
+    with nn.use_backend("numpy"):
+        numpy_predict = model.inference()
+    predict = model.inference()
+    sample = rand(MLP_SIZES[0], dtype=dtype)
+    compare(
+        f"{name} nn inference, one sample, MLP {'-'.join(map(str, MLP_SIZES))}",
+        lambda: predict(sample),
+        lambda: numpy_predict(sample),
+        threads,
+        "",
     )
 
 

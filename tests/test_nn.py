@@ -232,6 +232,41 @@ def test_backend_gemm_with_and_without_c(name, alpha, beta):
     np.testing.assert_allclose(fresh, alpha * a.T @ b.T, rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", backend.BACKENDS)
+def test_inference_gives_the_forward_passs_bits_for_the_weights_it_was_made_with(name):
+    """``Sequential.inference``: one sample (1-D or one row), a few and a batch, float32 and
+    float64, the bits of ``forward``; with smallgemm each ``Linear`` runs on packed weights
+    (no other product); weights changed afterwards leave it as it was."""
+    for dtype in (np.float32, np.float64):
+        rng = np.random.default_rng(8)
+        model = nn.mlp([70, 300, 40, 10], rng, dtype)
+        with nn.use_backend(name):
+            predict = model.inference()
+            for x in (rng.standard_normal(70), rng.standard_normal((1, 70)), rng.standard_normal((5, 70))):
+                x = x.astype(dtype)
+                got = predict(x)
+                assert got.dtype == dtype and got.shape == (*x.shape[:-1], 10)
+                np.testing.assert_array_equal(got, model.forward(np.atleast_2d(x)).reshape(got.shape))
+            batch = rng.standard_normal((64, 70)).astype(dtype)
+            before = predict(batch)
+            np.testing.assert_array_equal(before, model.forward(batch))
+            for p in model.parameters():
+                p.value += 1
+            np.testing.assert_array_equal(predict(batch), before)
+            assert not np.array_equal(model.forward(batch), before)
+
+
+def test_inference_multiplies_packed_weights(monkeypatch):
+    """With the smallgemm backend, every ``Linear`` of an inference multiplies its packed weights."""
+    operands = []
+    real = smallgemm.matmul
+    monkeypatch.setattr(smallgemm, "matmul", lambda x, w, **kw: operands.append(w) or real(x, w, **kw))
+    model = nn.mlp([20, 30, 5], np.random.default_rng(1))
+    predict = model.inference()
+    predict(np.ones(20, np.float32))
+    assert len(operands) == 2 and all(isinstance(w, smallgemm.PackedMatrix) for w in operands)
+
+
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="unknown backend"):
         nn.set_backend("torch")

@@ -8,7 +8,11 @@ gradient with respect to its input.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+
+import smallgemm
 
 from . import backend
 from .parameter import Parameter
@@ -45,6 +49,23 @@ class Linear:
     def parameters(self) -> list[Parameter]:
         return [self.weight, self.bias]
 
+    def inference(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``forward`` without what ``backward`` needs, for the weights as they are now: with
+        the smallgemm backend ``W`` is packed once (``smallgemm.pack``), so every call reads
+        the panels the kernel uses in place.  The bits are those of ``forward``."""
+        bias = self.bias.value.copy()
+        if backend.get_backend() == "smallgemm":
+            weight, product = smallgemm.pack(self.weight.value), smallgemm.matmul
+        else:
+            weight, product = self.weight.value.copy(), np.matmul
+
+        def linear(x: np.ndarray) -> np.ndarray:
+            y = product(x, weight)
+            y += bias
+            return y
+
+        return linear
+
 
 class ReLU:
     """``max(x, 0)``, elementwise; its gradient passes where ``x > 0``."""
@@ -61,3 +82,7 @@ class ReLU:
 
     def parameters(self) -> list[Parameter]:
         return []
+
+    def inference(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``forward`` without keeping the mask ``backward`` needs."""
+        return lambda x: np.maximum(x, 0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -33,6 +33,21 @@ class Sequential:
     def zero_grad(self) -> None:
         for p in self.parameters():
             p.zero_grad()
+
+    def inference(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The forward pass for prediction, with the weights as they are now: each ``Linear``'s
+        weights packed once for the kernel in force (``Linear.inference``), nothing kept for a
+        backward pass.  It gives ``forward``'s bits; weights changed later (more training)
+        need a new one.  ``x`` is a batch ``(rows, fan_in)`` or one sample ``(fan_in,)``: one
+        sample at a time is where the packed weights pay most (docs/performance.md)."""
+        steps = [layer.inference() for layer in self.layers]
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            for step in steps:
+                x = step(x)
+            return x
+
+        return predict
 
 
 def mlp(sizes: Sequence[int], rng: np.random.Generator, dtype=np.float32) -> Sequential:
