@@ -9,7 +9,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm import simd
 from smallgemm.drivers import unpacked
-from smallgemm.kernels import KERNELS, shared
+from smallgemm.kernels import KERNELS, BySize, shared
 from smallgemm.plan import blocking, entry, in_force, rules
 from smallgemm.plan import entries as smallgemm_entries
 
@@ -288,7 +288,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
 def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, limits, count):
     """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:
     every product the bits of the lone product on one thread."""
-    limits(parallel_min_stack_volume=0, parallel_min_stream=0)
+    limits(parallel_min_stack_volume=BySize(0, 0), parallel_min_stream=0)
     rng = np.random.default_rng(count)
     w = random_matrix(rng, (count, 70, 45), dtype)
     x = random_matrix(rng, (count, 45, 1), dtype)

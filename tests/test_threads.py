@@ -23,7 +23,7 @@ def always_parallel(limits):
     none = BySize(0, 0)
     limits(
         parallel_min_volume=none,
-        parallel_min_stack_volume=0,
+        parallel_min_stack_volume=none,
         unpacked_max_volume=none,
         one_thread_unpacked_volume=none,
     )
@@ -391,7 +391,7 @@ CONCURRENT_SCRIPT = """
 import threading, numpy as np, numba, smallgemm
 from smallgemm.plan import in_force
 from smallgemm.kernels import BySize
-in_force.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=0).__enter__()
+in_force.override_config(parallel_min_volume=BySize(0, 0), parallel_min_stack_volume=BySize(0, 0)).__enter__()
 rng = np.random.default_rng(0)
 a = rng.standard_normal((3, 150, 90)); b = rng.standard_normal((3, 90, 120))
 a4, b4 = np.concatenate([a, a[:1]]), np.concatenate([b, b[:1]])

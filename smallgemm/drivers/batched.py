@@ -44,13 +44,14 @@ def batch_entry(
 @njit(cache=True)
 def small_stack_entry(
     shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows,
-    parallel_volume, alpha, beta, workers, a, b, c, offsets_a, offsets_b, offsets_c,
+    parallel_volume, product_overhead, alpha, beta, workers, a, b, c, offsets_a, offsets_b, offsets_c,
 ):
     """matmul's way in for two stacks along one batch axis (3-D a and b whose shapes match,
     ``offsets_*`` each matrix's first element): C[t] = alpha*A[t].B[t] + beta*C[t] for every
     t, one product after the other, when each is small (``unpacked.small_product_route``)
     and the stack is not worth ``workers`` threads (from ``parallel_volume`` multiply-adds in
-    all): SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or
+    all, each product counted with ``product_overhead`` more: ``rules.stack_worth_threads``):
+    SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or
     SMALL_REFUSED, nothing computed, for a C (an ``out=``) of another shape, with strides
     of no whole number of elements, or that may overlap A or B.
 
@@ -67,7 +68,7 @@ def small_stack_entry(
     pa = address(a)
     if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, pa) == SMALL_PLANNED:
         return SMALL_PLANNED
-    if workers > 1 and count * m * n * k >= parallel_volume:
+    if workers > 1 and count * (m * n * k + product_overhead) >= parallel_volume:
         return SMALL_PLANNED
     gemm_unpacked_stack(
         shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,

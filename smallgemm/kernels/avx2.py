@@ -28,5 +28,11 @@ KERNEL = Kernel(
         # One thread, W [2048,512]: float32 m = 8 252 µs turned over against 354
         # streamed; float64 m = 2 346 against 500, m = 24 1291 against 1566.
         turned_few_rows=True,
+        # Forced on a Zen 4 core (not measured on an AVX2-only CPU), two threads against one:
+        # float32 even at 200 products of 16^3 (1.02x), 2000 of 8^3 (1.07x), 4000 of 4^3
+        # (1.05x), short at 40 of 32^3 (0.83x); float64 even only from 400 of 16^3 (1.03x),
+        # 2000 of 8^3 (1.11x), 40 of 32^3 0.94x.
+        parallel_min_stack_volume=BySize(1_500_000, 1_600_000),
+        stack_product_overhead=BySize(150, 100),
     ),
 )

@@ -28,5 +28,11 @@ KERNEL = Kernel(
         one_thread_unpacked_volume=BySize(256**3, 256**3),
         # Unmeasured turned over: the transposing stream leads NumPy 1.95-3.05x at m = 4-16.
         turned_few_rows=False,
+        # Two threads against one drew even at ~35 us of work: float32 400 products of
+        # 16^3 (1.04x), 2000 of 8^3 (1.16x; 1000 0.88x), 40 of 32^3 (1.03x), 2000 of 4^3 (1.06x);
+        # float64 200 of 16^3 (1.07x), 1000 of 8^3 (0.93x), 20 of 32^3 (1.00x).  A product
+        # costs ~15 ns (float32) / ~12 ns (float64) beyond its multiply-adds at ~40 / 23 per ns.
+        parallel_min_stack_volume=BySize(1_600_000, 920_000),
+        stack_product_overhead=BySize(600, 280),
     ),
 )

@@ -58,6 +58,13 @@ class KernelConfig:
     # Whether ``x @ W.T`` with m in the turned rows (``rules.turned_few_rows``) is computed
     # turned over, C^T = W x^T, where it measured faster than the transposing stream.
     turned_few_rows: bool
+    # A stack's products are shared out whole among the threads from this many multiply-adds
+    # in all, each product counted with ``stack_product_overhead`` more: what its setup and
+    # loop cost in multiply-adds' time.  The threaded stack costs a fixed ~15 us more on two
+    # threads (a stack of 50 float32 16x16x16 products: 6.6 us on one thread, 17.6 on two),
+    # so threads pay from ~35 us of work, whatever the products' size.
+    parallel_min_stack_volume: BySize
+    stack_product_overhead: BySize
     # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and
     # only grows the workspace.
     nc_max: int = 4096
@@ -84,9 +91,6 @@ class KernelConfig:
     # From this many multiply-adds a product is worth splitting between threads: two
     # threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
     parallel_min_volume: BySize = BySize(144**3, 112**3)
-    # From this many multiply-adds in all, a stack's products are shared out whole
-    # (float32, two threads against one: 1.03x for 100 products of 16^3, 0.88x for 50).
-    parallel_min_stack_volume: int = 80**3
     # From this many elements streamed (B, or A when B is one column), an unpacked,
     # memory-bound product is worth threads whatever its multiply-adds.
     parallel_min_stream: int = 1 << 18

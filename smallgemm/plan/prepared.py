@@ -157,7 +157,13 @@ class _Prepared:
             self,
             "small_stack",
             entries.SMALL_STACK,
-            (*fixed, config.parallel_min_stack_volume, self.one, self.zero),
+            (
+                *fixed,
+                config.parallel_min_stack_volume.of(dtype.itemsize),
+                config.stack_product_overhead.of(dtype.itemsize),
+                self.one,
+                self.zero,
+            ),
             (entries.BATCHED, entries.UNPACKED),
             SMALL_REFUSED,
         )

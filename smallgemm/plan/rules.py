@@ -161,6 +161,16 @@ def each_on_all_workers(
     )
 
 
+def stack_worth_threads(config: KernelConfig, count: int, m: int, n: int, k: int, dtype: np.dtype) -> bool:
+    """Whether a stack of ``count`` products is worth sharing out whole between threads: its
+    multiply-adds, each product counted with the kernel's ``stack_product_overhead`` more, from
+    ``parallel_min_stack_volume`` (the compiled small way in, ``batched.small_stack_entry``,
+    applies the same rule)."""
+    size = dtype.itemsize
+    volume = count * (m * n * k + config.stack_product_overhead.of(size))
+    return volume >= config.parallel_min_stack_volume.of(size)
+
+
 def worth_threads(config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""

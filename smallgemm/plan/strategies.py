@@ -139,7 +139,7 @@ def _stack_sizes(p: Problem):
 
 def _stack_worth_threads(p: Problem) -> bool:
     p.orient()  # before any rule reads m and n
-    return len(p.offsets[2]) * p.m * p.n * p.k >= p.prep.config.parallel_min_stack_volume
+    return rules.stack_worth_threads(p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.dtype)
 
 
 def _stack_serial(p: Problem) -> None:
@@ -332,7 +332,7 @@ STACK = (
     ),
     Strategy(
         "stack tasks",
-        "from parallel_min_stack_volume multiply-adds in all: whole products shared out",
+        "from parallel_min_stack_volume multiply-adds in all (stack_product_overhead more a product): whole products shared out",
         lambda p: p.workers > 1 and _stack_worth_threads(p),
         _stack_worth_threads,
         _stack_serial,
