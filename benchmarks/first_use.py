@@ -60,7 +60,7 @@ print(f"{{time.perf_counter() - begin:.2f}}")
 def first_product(setups: list[str], dtype: str, cache: str, mode: str) -> list[float]:
     """Seconds from after ``import smallgemm`` to the end of each setup's first product, in one process."""
     # The compile process left running would share the cores with the next measurement.
-    stop = "\nfrom smallgemm.plan import warmup\nwarmup._state.process and warmup._state.process.kill()\n"
+    stop = "\nfrom smallgemm.plan import warmup\nwarmup.compiles.process and warmup.compiles.process.kill()\n"
     script = SCRIPT.format(dtype=dtype) + "".join(CASE.format(setup=setup) for setup in setups) + stop
     env = {**os.environ, "NUMBA_CACHE_DIR": cache, "SMALLGEMM_FIRST_USE": mode}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)

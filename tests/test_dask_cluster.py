@@ -52,7 +52,7 @@ def test_task_threads_follow_the_scheduler(client):
 
 
 def _threads_inside_a_task() -> int:
-    with sgd.tasks._task_threads():
+    with sgd.tasks.threads_of_a_task():
         return smallgemm.get_num_threads()
 
 

@@ -211,16 +211,16 @@ def test_every_change_of_kernel_or_batch_invariance_reaches_the_next_call(dtype)
 def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
-    prep = prepared._Prepared(kernel, dtype, in_force.version)
+    prep = prepared.Prepared(kernel, dtype, in_force.version)
     names = ("blocked", "unpacked", "small", "small_scaled", "batched", "small_stack", "vector")
-    assert all(isinstance(getattr(prep, name), prepared._FirstUse) for name in names)
+    assert all(isinstance(getattr(prep, name), prepared.FirstUse) for name in names)
     rng = np.random.default_rng(5)
     a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
     c = np.full((5, 3), np.nan, dtype)
     prep.unpacked(False, prep.scalar(1.0), prep.scalar(0.0), a, b, c)
     assert_close(c, 1.0, a, b)
     assert prep.unpacked.func is entries.UNPACKED.get(kernel, dtype)  # the native entry, in the slot
-    assert [isinstance(getattr(prep, name), prepared._FirstUse) for name in names] == [
+    assert [isinstance(getattr(prep, name), prepared.FirstUse) for name in names] == [
         True,
         False,
         True,
@@ -235,9 +235,9 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     """Until some product has needed the unpacked entry, the small-matrix slot sends every
     product to the general path (SMALL_REFUSED) instead of compiling the entry to decide;
     the small-stack slot waits for either the batch entry or the unpacked one."""
-    prep = prepared._Prepared(kernel, dtype, in_force.version)
+    prep = prepared.Prepared(kernel, dtype, in_force.version)
     fresh = entries.Entry(entries.UNPACKED.dispatcher, **entries.UNPACKED.roles)  # nothing fetched yet
-    small = prepared._FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
+    small = prepared.FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
     prep.small = small
     a = np.ones((16, 16), dtype)
     c = np.full((16, 16), np.nan, dtype)
@@ -254,7 +254,7 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
             name: entries.Entry(entry.dispatcher, **entry.roles)
             for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))
         }
-        stack = prepared._FirstSmall(
+        stack = prepared.FirstSmall(
             prep, "small_stack", entries.SMALL_STACK, stack_bound, tuple(waited.values()), SMALL_REFUSED
         )
         prep.small_stack = stack

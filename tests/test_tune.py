@@ -43,12 +43,13 @@ HOST = dispatch.detect()
 @pytest.fixture(autouse=True)
 def reset_block_sizes():
     """Block sizes and the configuration in force as they were before each test."""
-    configuration = in_force._config_in_force
+    configuration = in_force.swap_tuned_configuration(None)
+    in_force.swap_tuned_configuration(configuration)
     yield
     for kernel in KERNELS:
         for dtype in (np.float32, np.float64):
             in_force.set_block_sizes(kernel, np.dtype(dtype), None)
-    in_force._config_in_force = configuration
+    in_force.swap_tuned_configuration(configuration)
 
 
 def small_candidate(dtype="float64", **changes) -> Candidate:
@@ -337,7 +338,7 @@ def test_matmul_loads_the_config_before_its_first_product(tmp_path, monkeypatch)
     config = make_config()
     save_config(config, tmp_path / "config.json")
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
-    monkeypatch.setattr(in_force, "_config_applied", False)
+    in_force.reload_configuration()
     assert in_force.block_sizes(HOST, np.dtype(np.float64)) == config.tunings[0].sizes
 
 
@@ -349,7 +350,7 @@ def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
     config = make_config()
     save_config(config, tmp_path / "config.json")
     monkeypatch.setattr(settings, "CONFIG_PATH", str(tmp_path / "config.json"))
-    monkeypatch.setattr(in_force, "_config_applied", False)
+    in_force.reload_configuration()
     tuned = info()["configuration"]
     assert tuned == {
         "path": str(tmp_path / "config.json"),
@@ -358,7 +359,7 @@ def test_info_names_the_tuned_configuration_in_force(tmp_path, monkeypatch):
     }
     assert f"configuration  {tmp_path / 'config.json'} (schema mmkts_1" in format_info(info())
     monkeypatch.setattr(settings, "CONFIG_PATH", None)
-    monkeypatch.setattr(in_force, "_config_applied", False)
+    in_force.reload_configuration()
     monkeypatch.setattr(record_module, "default_config_path", lambda: tmp_path / "none.json")
     assert info()["configuration"] is None
     assert "configuration  none (default block sizes)" in format_info(info())
@@ -368,7 +369,7 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
     path = tmp_path / "config.json"
     path.write_text('{"schema_version": "mmkts_1", "environment": {}')
     monkeypatch.setattr(settings, "CONFIG_PATH", str(path))
-    monkeypatch.setattr(in_force, "_config_applied", False)
+    in_force.reload_configuration()
     a = np.ones((3, 3))
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid JSON"):

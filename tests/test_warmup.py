@@ -92,8 +92,8 @@ BACKGROUND = textwrap.dedent("""
     print("first product s", round(time.perf_counter() - start, 2))
     assert np.array_equal(first, chain_reference(1.0, a, b))
     assert not entries.BLOCKED.ready(kernel, f32)
-    assert warmup._state.compiling == {{("BLOCKED", kernel.name, "float32")}}, warmup._state.compiling
-    assert warmup._state.process.wait(timeout=300) == 0
+    assert warmup.compiles.compiling == {{("BLOCKED", kernel.name, "float32")}}, warmup.compiles.compiling
+    assert warmup.compiles.process.wait(timeout=300) == 0
     again = smallgemm.matmul(a, b)
     assert entries.BLOCKED.ready(kernel, f32)  # loaded from the cache the compile process filled
     assert np.array_equal(again, first)
@@ -126,7 +126,7 @@ def test_a_failed_or_unsaved_compile_falls_back_to_compiling_here(monkeypatch):
     entry compile in this process rather than wait for it forever."""
     entry, kernel, f32 = entries.SCALE_ADD, dispatch.current(), np.dtype(np.float32)
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
-    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
+    monkeypatch.setattr(warmup, "compiles", warmup.Compiles())
     monkeypatch.setattr(entry, "ready", lambda kernel, dtype: False)
     monkeypatch.setattr(entry, "cached", lambda kernel, dtype: False)
     started = []
@@ -142,10 +142,10 @@ def test_a_failed_or_unsaved_compile_falls_back_to_compiling_here(monkeypatch):
     assert len(started) == 1
     key = ("SCALE_ADD", kernel.name, "float32")
     for code, outcome in [(3, "failed"), (0, "unsaved")]:
-        warmup._state = warmup._Compiles()
-        warmup._state.compiling, warmup._state.process = {key}, _FakeProcess(code)
+        warmup.compiles = warmup.Compiles()
+        warmup.compiles.compiling, warmup.compiles.process = {key}, _FakeProcess(code)
         assert warmup.fetchable(entry, kernel, f32), outcome
-        assert key in warmup._state.failed and warmup._state.process is None, outcome
+        assert key in warmup.compiles.failed and warmup.compiles.process is None, outcome
 
 
 def test_an_entry_found_in_the_cache_is_loaded_then_and_not_looked_for_again(monkeypatch):
@@ -155,8 +155,8 @@ def test_an_entry_found_in_the_cache_is_loaded_then_and_not_looked_for_again(mon
     entry.get(kernel, f32)  # compiled into the cache (or loaded from it)
     assert entry.cached(kernel, f32)
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
-    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
-    monkeypatch.setattr(entry, "_compiled", {})  # not loaded in this process
+    monkeypatch.setattr(warmup, "compiles", warmup.Compiles())
+    monkeypatch.setattr(entry, "loaded", {})  # not loaded in this process
     looks = []
     cached = entry.cached
     monkeypatch.setattr(entry, "cached", lambda kernel, dtype: looks.append(1) or cached(kernel, dtype))
@@ -174,7 +174,7 @@ def test_an_entry_is_cached_once_its_data_file_is_there(monkeypatch, tmp_path):
     entry, kernel, f32 = entries.SCALE_ADD, dispatch.current(), np.dtype(np.float32)
     entry.get(kernel, f32)
     cache_file = entry.dispatcher._cache._cache_file
-    monkeypatch.setattr(entry, "_compiled", {})
+    monkeypatch.setattr(entry, "loaded", {})
     assert entry.cached(kernel, f32)
     monkeypatch.setattr(
         cache_file, "_cache_path", str(tmp_path)
@@ -187,14 +187,14 @@ def test_a_fork_forgets_the_parents_compile_process():
     script = textwrap.dedent("""
         import os
         from smallgemm.plan import warmup
-        warmup._state.compiling = {("BLOCKED", "avx2", "float32")}
-        warmup._state.queued = [("PARALLEL", "avx2", "float32")]
+        warmup.compiles.compiling = {("BLOCKED", "avx2", "float32")}
+        warmup.compiles.queued = [("PARALLEL", "avx2", "float32")]
         pid = os.fork()
         if pid == 0:
-            os._exit(0 if not warmup._state.compiling and not warmup._state.queued else 1)
+            os._exit(0 if not warmup.compiles.compiling and not warmup.compiles.queued else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        assert warmup._state.compiling  # the parent's own state is kept
+        assert warmup.compiles.compiling  # the parent's own state is kept
         print("ok")
     """)
     done = subprocess.run(
@@ -222,8 +222,8 @@ def test_entries_still_queued_when_a_program_ends_compile_after_it(tmp_path):
             return Running()
 
         warmup.subprocess.Popen = popen
-        warmup._state.process, warmup._state.compiling = Running(), {("UNPACKED", "avx2", "float32")}
-        warmup._state.queued = [
+        warmup.compiles.process, warmup.compiles.compiling = Running(), {("UNPACKED", "avx2", "float32")}
+        warmup.compiles.queued = [
             ("PARALLEL", "avx2", "float32"), ("VECTOR", "portable", "float64"), ("PACK", "avx2", "float32"),
         ]
     """)
@@ -319,9 +319,9 @@ def test_a_prepacked_product_runs_first_on_b_read_back(monkeypatch, rows):
         entries.PREPACKED_ROWS_PARALLEL,
     )
     monkeypatch.setattr(warmup, "MODE", warmup.BACKGROUND)
-    monkeypatch.setattr(warmup, "_state", warmup._Compiles())
-    monkeypatch.setattr(warmup, "_pump", lambda start=True: None)
-    warmup._state.compiling = {(name, kernel.name, "float64") for name in entries.ALL}
+    monkeypatch.setattr(warmup, "compiles", warmup.Compiles())
+    monkeypatch.setattr(warmup, "pump", lambda start=True: None)
+    warmup.compiles.compiling = {(name, kernel.name, "float64") for name in entries.ALL}
     for entry in prepacked:
         monkeypatch.setattr(entry, "ready", lambda kernel, dtype: False)
         monkeypatch.setattr(entry, "cached", lambda kernel, dtype: False)

@@ -21,7 +21,7 @@ calling function are frozen into it: ``matmul`` and ``gemm`` are looked up then,
 into the caller with that kernel's tile and those sizes as constants (``_FrozenAtCompile``).
 A caller compiled earlier keeps its kernel, one with ``cache=True`` the kernel it was first
 compiled with; no kernel changes a bit.  Called from Python, they use the kernel in force at
-the call.  The work is in ``_entry`` (one compiled, disk-cached function per kernel and
+the call.  The work is in ``product_entry`` (one compiled, disk-cached function per kernel and
 dtype); each caller holds its machine code, so compiling a caller takes ~3 s more.
 
 Threads: each product runs on the calling thread (the serial blocked loops, which match the
@@ -194,7 +194,7 @@ def _element_strides(function, a_strides, b_strides, c_strides, size):
 
 
 @njit(cache=True)
-def _entry(
+def product_entry(
     shape,
     fixed,
     alpha64,
@@ -257,9 +257,9 @@ def _entry(
 def _compiled(kernel, sizes: dict) -> tuple:
     """(matmul, gemm) for ``kernel`` and ``sizes`` (its block sizes by dtype), the kernel's tile
     and the block sizes frozen in as constants.  They only read the arrays: all else is
-    ``_entry``'s, compiled (and cached) once per kernel and dtype."""
+    ``product_entry``'s, compiled (and cached) once per kernel and dtype."""
     shape = kernel.shape
-    # Tuples, whose ints are typed int64, not as literals: one _entry serves every block size.
+    # Tuples, whose ints are typed int64, not as literals: one product_entry serves every block size.
     fixed = {
         dtype: tuple((function, kernel.mr(), s.mc, s.nc, s.kc) for function in (MATMUL, GEMM))
         for dtype, s in sizes.items()
@@ -271,7 +271,7 @@ def _compiled(kernel, sizes: dict) -> tuple:
         _matmul_types(a, b, out)
         fixed = fixed32[MATMUL] if a.itemsize == 4 else fixed64[MATMUL]
         one = a.dtype.type(1.0)
-        _entry(
+        product_entry(
             shape,
             fixed,
             1.0,
@@ -299,7 +299,7 @@ def _compiled(kernel, sizes: dict) -> tuple:
         _gemm_types(alpha, a, b, beta, c)
         fixed = fixed32[GEMM] if a.itemsize == 4 else fixed64[GEMM]
         alpha64, beta64 = np.float64(alpha), np.float64(beta)
-        _entry(
+        product_entry(
             shape,
             fixed,
             alpha64,
@@ -325,7 +325,7 @@ def _compiled(kernel, sizes: dict) -> tuple:
     return matmul, gemm
 
 
-_made: dict[tuple, tuple] = {}
+made_functions: dict[tuple, tuple] = {}
 _lock = threading.Lock()
 
 
@@ -335,9 +335,9 @@ def _in_force(index: int):
     sizes = {dtype: in_force.block_sizes(kernel, dtype) for dtype in (_F32, _F64)}
     key = (kernel.name, tuple(sizes.values()))
     with _lock:
-        made = _made.get(key)
+        made = made_functions.get(key)
         if made is None:
-            made = _made[key] = _compiled(kernel, sizes)
+            made = made_functions[key] = _compiled(kernel, sizes)
     return made[index]
 
 

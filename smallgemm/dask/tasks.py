@@ -102,7 +102,9 @@ _one_thread = _OneThread()
 
 
 @contextlib.contextmanager
-def _task_threads() -> Iterator[None]:
+def threads_of_a_task() -> Iterator[None]:
+    """Inside the block, smallgemm runs on ``task_threads()`` threads: its own setting where the
+    task runs alone in its process, else one thread while any such task runs."""
     if _runs_alone():
         yield
     else:
@@ -117,7 +119,7 @@ def _as(block, dtype: np.dtype) -> np.ndarray:
 
 def start(a_block, b_block, dtype: np.dtype) -> np.ndarray:
     """The first k-chunk of an output block: each element's chain from zero."""
-    with _task_threads():
+    with threads_of_a_task():
         return matmul(_as(a_block, dtype), _as(b_block, dtype))
 
 
@@ -141,7 +143,7 @@ def _continued(sums: np.ndarray, a_block, b_block) -> np.ndarray:
     """Each element's chain in ``sums``, an array this task owns, continued over the
     k-chunk ``a_block`` @ ``b_block``, in place."""
     a_block, b_block = _as(a_block, sums.dtype), _as(b_block, sums.dtype)
-    with _task_threads():
+    with threads_of_a_task():
         if sums.ndim == 2:
             gemm(1.0, a_block, b_block, beta=1.0, c=sums, overwrite_c=True)
         else:  # a stack (batch dimensions broadcast): one continued chain per product

@@ -104,7 +104,8 @@ class Entry:
         self.dispatcher = dispatcher
         self.roles = MappingProxyType(dict(roles))
         self.kinds = tuple(roles.values())
-        self._compiled: dict = {}
+        # The native entry points this process compiled or loaded, by (kernel name, dtype char).
+        self.loaded: dict = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -113,7 +114,7 @@ class Entry:
 
     def ready(self, kernel, dtype: np.dtype) -> bool:
         """Whether this kernel and dtype's entry point was compiled (or loaded) already."""
-        return (kernel.name, dtype.char) in self._compiled
+        return (kernel.name, dtype.char) in self.loaded
 
     def cached(self, kernel, dtype: np.dtype) -> bool:
         """Whether this kernel and dtype's entry point is loaded, or compiled in Numba's on-disk
@@ -136,12 +137,12 @@ class Entry:
     def get(self, kernel, dtype: np.dtype):
         """The native entry point for this kernel (a ``kernels.Kernel``) and dtype."""
         key = (kernel.name, dtype.char)  # the row-dots rule's lane_sums is a run-time argument
-        fn = self._compiled.get(key)
+        fn = self.loaded.get(key)
         if fn is None:
             with self._lock:  # compile (or load from the cache) once, even under threads
-                fn = self._compiled.get(key)
+                fn = self.loaded.get(key)
                 if fn is None:
-                    fn = self._compiled[key] = self.dispatcher.compile(
+                    fn = self.loaded[key] = self.dispatcher.compile(
                         _argument_types(self.kinds, kernel, dtype)
                     )
         return fn

@@ -84,6 +84,23 @@ def tuned_configuration() -> dict | None:
     return _config_in_force
 
 
+def reload_configuration() -> None:
+    """Apply the configured file again before the next product (after the file, or where it is
+    looked for, changed)."""
+    global _config_applied
+    with _config_lock:
+        _config_applied = False
+
+
+def swap_tuned_configuration(description: dict | None) -> dict | None:
+    """Make ``description`` what ``tuned_configuration`` reports and return what it reported
+    (block sizes are not touched): how a test that applies configurations puts this back."""
+    global _config_in_force
+    with _config_lock:
+        previous, _config_in_force = _config_in_force, description
+    return previous
+
+
 def _apply_config_once() -> None:
     global _config_applied, _config_loading, _config_in_force
     if _config_applied:

@@ -1,6 +1,6 @@
 """What a call needs for one (kernel, dtype), built once per thread: the prepared state.
 
-A ``_Prepared`` binds the kernel's tiles, the block sizes in force, the workspace
+A ``Prepared`` binds the kernel's tiles, the block sizes in force, the workspace
 and the entries of the small ways in with their fixed arguments; entries are
 fetched (compiled or loaded) on their first call.  It is rebuilt when block sizes
 change (``in_force.version``) and looked up again when the kernel or the exact mode
@@ -24,7 +24,7 @@ from .entry import Entry
 UNBOUNDED_KC = 1 << 40
 
 
-class _FirstUse:
+class FirstUse:
     """Holds a prepared state's slot for an entry until its first call, which compiles (or
     loads) the entry, puts it in the slot (with its first arguments ``bound``) and runs it:
     a first product compiles only what it runs (a first 300x300 float32 matmul on two
@@ -33,7 +33,7 @@ class _FirstUse:
 
     __slots__ = ("bound", "entry", "name", "prepared")
 
-    def __init__(self, prepared: _Prepared, name: str, entry: Entry, bound: tuple = ()):
+    def __init__(self, prepared: Prepared, name: str, entry: Entry, bound: tuple = ()):
         self.prepared, self.name, self.entry, self.bound = prepared, name, entry, bound
 
     def __call__(self, *args):
@@ -44,7 +44,7 @@ class _FirstUse:
         return native(*args)
 
 
-class _FirstSmall(_FirstUse):
+class FirstSmall(FirstUse):
     """A small-matrix slot (``run_small``, ``run_small_stack``): until a product has needed
     one of the entries ``after`` (compiled or loaded it), it answers ``not_yet``, and the
     caller's general path places the product (~3 us more, once).  Fetching the entry here
@@ -56,7 +56,7 @@ class _FirstSmall(_FirstUse):
 
     def __init__(
         self,
-        prepared: _Prepared,
+        prepared: Prepared,
         name: str,
         entry: Entry,
         bound: tuple,
@@ -75,7 +75,7 @@ class _FirstSmall(_FirstUse):
         return super().__call__(*args)
 
 
-class _Prepared:
+class Prepared:
     """Everything a call needs for one (kernel, dtype), looked up once per thread.
 
     It binds the kernel's configuration in force (``in_force.config_of``) when it is built, the
@@ -123,7 +123,7 @@ class _Prepared:
         # The unpacked drivers' k blocks: one chain over all of k when exact, else KC's.
         self.chain_sizes = self.sizes if self.lane_sums else dataclasses.replace(self.sizes, kc=UNBOUNDED_KC)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
-        self.blocked = _FirstUse(self, "blocked", entries.BLOCKED)
+        self.blocked = FirstUse(self, "blocked", entries.BLOCKED)
         # The unpacked entry's arguments that do not change from call to call, bound once
         # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
         # its addresses, which unbox for nothing (this state keeps it alive).
@@ -136,9 +136,9 @@ class _Prepared:
             config.parallel_min_stream,
             config.few_rows_max,
         )
-        self.unpacked = _FirstUse(self, "unpacked", entries.UNPACKED, fixed)
+        self.unpacked = FirstUse(self, "unpacked", entries.UNPACKED, fixed)
         self.one, self.zero = dtype.type(1), dtype.type(0)
-        self.small = _FirstSmall(
+        self.small = FirstSmall(
             self,
             "small",
             entries.UNPACKED,
@@ -147,13 +147,13 @@ class _Prepared:
             SMALL_REFUSED,
         )
         # The same with alpha and beta given (gemm's way in).
-        self.small_scaled = _FirstSmall(
+        self.small_scaled = FirstSmall(
             self, "small_scaled", entries.UNPACKED, (*fixed, True), (entries.UNPACKED,), SMALL_REFUSED
         )
-        self.batched = _FirstUse(self, "batched", entries.BATCHED)
+        self.batched = FirstUse(self, "batched", entries.BATCHED)
         # A stack of one small product runs on the unpacked entry: either tells that small
         # products are in use.
-        self.small_stack = _FirstSmall(
+        self.small_stack = FirstSmall(
             self,
             "small_stack",
             entries.SMALL_STACK,
@@ -167,7 +167,7 @@ class _Prepared:
             (entries.BATCHED, entries.UNPACKED),
             SMALL_REFUSED,
         )
-        self.vector = _FirstUse(self, "vector", entries.VECTOR)
+        self.vector = FirstUse(self, "vector", entries.VECTOR)
         self.shared_rows = blocking.shared_block_rows(config, self.sizes, dtype)
         self.one_thread_volume = config.one_thread_unpacked_volume.of(dtype.itemsize)
         self.version = version
@@ -196,7 +196,7 @@ class _Prepared:
 class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
-        self.last: _Prepared | None = None  # the state current_prepared gave last: small calls find it first
+        self.last: Prepared | None = None  # the state current_prepared gave last: small calls find it first
         self.generation = -1  # the value of in_force.generation when it did
 
 
@@ -205,17 +205,17 @@ class _PerThread(threading.local):
 per_thread = _PerThread()
 
 
-def prepared(kernel: Kernel, dtype: np.dtype) -> _Prepared:
+def prepared(kernel: Kernel, dtype: np.dtype) -> Prepared:
     """This thread's prepared state for the kernel and dtype (rebuilt when settings change)."""
     cache = per_thread.cache
     key = (kernel.name, kernel.gemv.lane_sums, dtype.char)
     prep = cache.get(key)
     if prep is None or prep.version != in_force.version:
-        prep = cache[key] = _Prepared(kernel, dtype, in_force.version)
+        prep = cache[key] = Prepared(kernel, dtype, in_force.version)
     return prep
 
 
-def current_prepared(dtype: np.dtype) -> _Prepared:
+def current_prepared(dtype: np.dtype) -> Prepared:
     """This thread's prepared state for the kernel in force and ``dtype``.  The last one
     given serves while nothing changed (``in_force.generation``): no kernel lookup on a small call
     (~0.14 us of a 16x16 product)."""

@@ -18,7 +18,7 @@ from ..kernels.shared import TASKS_PER_WORKER
 # 14 rows of A a direct tile reads at once then evict each other (float32
 # 128x128x1024, A's rows 4 KiB apart: unpacked / blocked 1.21).
 ALIASED_ROW_BYTES = L1_SET_PERIOD_BYTES
-# Depths whose block sizes a prepared state remembers (``_Prepared.sizes_for_depth``).
+# Depths whose block sizes a prepared state remembers (``Prepared.sizes_for_depth``).
 DEPTHS_REMEMBERED = 64
 
 

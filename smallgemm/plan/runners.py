@@ -224,7 +224,7 @@ def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> i
     dtype's memory as this one's).  Returns SMALL_DONE, SMALL_PLANNED (a
     valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
     says what is wrong: mismatched shapes or part-element strides; or, before any product
-    has needed the unpacked entry, any product: see ``_FirstSmall``).  ``dtype``: theirs."""
+    has needed the unpacked entry, any product: see ``FirstSmall``).  ``dtype``: theirs."""
     local = prepared.per_thread  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
     prep = local.last if local.generation == in_force.generation else None
     if prep is None or prep.dtype is not dtype:
@@ -258,7 +258,7 @@ def run_small_stack(
     with nothing computed (a valid stack for ``run_batch``), or SMALL_REFUSED with nothing
     computed (for the caller's general path: a C of another shape, part-element strides or
     overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
-    unpacked one, any stack: see ``_FirstSmall``).  ``dtype``: theirs."""
+    unpacked one, any stack: see ``FirstSmall``).  ``dtype``: theirs."""
     prep = prepared.current_prepared(dtype)
     return prep.small_stack(threads.workers(), a, b, c, offsets_a, offsets_b, offsets_c)
 

@@ -79,7 +79,7 @@ def in_two_steps(strategy: Strategy, p: Problem) -> None:
     needed at the end): s into a buffer first, then C = fma(alpha, s, beta*C0)."""
     sums = np.empty(p.c.shape, p.dtype)
     q = Problem(1.0, p.a, p.b, 0.0, sums, p.workers, p.offsets)
-    q._oriented = True  # p's orientation, already applied
+    q.replay(False, False)  # p's orientation, already applied: nothing to turn again
     strategy.run(q)
     runners.scale_add(p.prep, p.alpha, sums, p.beta, p.c)
 
@@ -181,7 +181,7 @@ _BLOCKED_ROW = {
     "tasks": described.row_block_tasks,
     "depth_fitted": True,
 }
-# A stack's serial entry (the small way in, SMALL_STACK, fetches itself: ``prepared._FirstSmall``).
+# A stack's serial entry (the small way in, SMALL_STACK, fetches itself: ``prepared.FirstSmall``).
 _STACK = (entries.BATCHED,)
 
 EMPTY = Strategy(

@@ -74,7 +74,7 @@ RECHECK_SECONDS = 0.5
 _NO_OFFSETS = np.zeros(1, np.int64)
 
 
-class _Compiles:
+class Compiles:
     """This process's compile process, the entries it compiles and those still to ask for,
     and how many products ran on the first-use driver (``first_use_runs``)."""
 
@@ -88,12 +88,12 @@ class _Compiles:
         self.runs = 0
 
 
-_state = _Compiles()
+compiles = Compiles()
 
 
 def _forget_after_fork() -> None:
-    global _state
-    _state = _Compiles()
+    global compiles
+    compiles = Compiles()
 
 
 if hasattr(os, "register_at_fork"):
@@ -102,13 +102,13 @@ if hasattr(os, "register_at_fork"):
 
 def first_use_runs() -> int:
     """How many products this process ran on the first-use driver."""
-    return _state.runs
+    return compiles.runs
 
 
 def compiling() -> list[str]:
     """The entries this process's compile process compiles now, and those queued after it,
     as ``ENTRY kernel dtype``."""
-    state = _state
+    state = compiles
     return [" ".join(key) for key in sorted(state.compiling) + state.queued]
 
 
@@ -116,10 +116,10 @@ def _key(entry: Entry, kernel, dtype: np.dtype) -> tuple[str, str, str]:
     return entries.name_of(entry), kernel.name, dtype.name
 
 
-def _pump(start: bool = True) -> None:
+def pump(start: bool = True) -> None:
     """Note a finished compile process and, with ``start``, start the next one for the
     queued entries of one kernel and dtype."""
-    state = _state
+    state = compiles
     if state.process is not None:
         code = state.process.poll()
         if code is None:
@@ -165,10 +165,10 @@ def _pump(start: bool = True) -> None:
 def _compile_queued_at_exit() -> None:
     """At exit, start a compile process for each kernel and dtype whose entries are still
     queued (the running one goes on by itself; the cache lock orders them)."""
-    state = _state
+    state = compiles
     while state.queued:
         state.process = None
-        _pump()
+        pump()
 
 
 atexit.register(_compile_queued_at_exit)
@@ -184,9 +184,9 @@ def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool
     ends, so the entry is loaded as soon as it is there."""
     if MODE == COMPILE or kernel.gemv.lane_sums or entry.ready(kernel, dtype):
         return True  # the compile command compiles only the exact kernels: lane-wise sums compile here
-    _pump(start)
+    pump(start)
     key = _key(entry, kernel, dtype)
-    state = _state
+    state = compiles
     if key in state.failed:
         return True
     finished = key in state.done
@@ -203,7 +203,7 @@ def fetchable(entry: Entry, kernel, dtype: np.dtype, start: bool = True) -> bool
     if key not in state.queued and key not in state.compiling:
         state.queued.append(key)
     if start:
-        _pump()
+        pump()
     return False
 
 
@@ -225,7 +225,7 @@ def ran_first(needed: tuple[Entry, ...], p) -> bool:
     if MODE == COMPILE or all(entry.ready(kernel, dtype) for entry in needed) or not runs_first(p):
         return False
     waiting = [entry for entry in needed if not fetchable(entry, kernel, dtype, start=False)]
-    _pump()  # one compile process for all of them
+    pump()  # one compile process for all of them
     if not waiting:
         return False
     offsets = (_NO_OFFSETS,) * 3 if p.offsets is None else p.offsets
@@ -234,5 +234,5 @@ def ran_first(needed: tuple[Entry, ...], p) -> bool:
     entries.FIRST_USE.get(kernel, dtype)(
         prep.shape, prep.scalar(p.alpha), prep.scalar(p.beta), p.a, b, p.c, *offsets, continue_chain
     )
-    _state.runs += 1
+    compiles.runs += 1
     return True

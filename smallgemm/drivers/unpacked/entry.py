@@ -96,7 +96,7 @@ def unpacked_entry(
     rows to run along, or a C of more than ``few_rows`` rows and 2 to half the narrow
     tile's columns, which the planner may turn over: ``rules.turns_narrow``), else it
     computes the product: SMALL_DONE.  The arguments before ``alpha`` are the same on
-    every call of a prepared state, which binds them once (``prepared._Prepared``);
+    every call of a prepared state, which binds them once (``prepared.Prepared``);
     ``scratch`` and ``sums`` are the addresses of its workspace (``simd.buffer_at``).
     """
     m, k = a.shape
