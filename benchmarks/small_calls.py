@@ -1,6 +1,7 @@
 """Small calls against NumPy, on one thread and on the default thread count; print Markdown.
 
     python benchmarks/small_calls.py > small_calls.md
+    python benchmarks/small_calls.py --breakdown   # where one float32 16x16 call's time goes
 
 What a call costs where the product itself is a fraction of a microsecond: 2-D
 products with and without ``out=``, 64^3, stacks along one batch axis (1000 products
@@ -16,12 +17,15 @@ those of the small-products issue (NumPy / smallgemm).
 
 from __future__ import annotations
 
+import sys
 import timeit
 
 import numpy as np
+from numba import njit
 from targets import DEFAULT_THREADS, TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
+from smallgemm.plan import prepared
 from smallgemm.tools import bench
 
 CALLS = 1000
@@ -103,5 +107,70 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
     matmul_rows(f"{kind} [4,8,32] @ [32,32] (folded)", threads, "", x, w)
 
 
+def breakdown() -> None:
+    """One float32 16x16 ``matmul`` and its pieces, each timed interleaved (medians of 15
+    bests of 3 runs of 20000 calls): the compiled entry as the call reaches it (its bound
+    arguments and the three arrays), a compiled function of the same arguments that does
+    nothing, ``np.empty`` of C, and NumPy's call."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    c, tiny = np.empty((16, 16), np.float32), np.ones((1, 1), np.float32)
+    smallgemm.matmul(a, b)
+    state = prepared.current_prepared(a.dtype)
+    state.small(a, b, c)  # the slot now holds the entry with its fixed arguments bound
+    entry = state.small
+
+    @njit
+    def nothing(
+        shape,
+        narrow,
+        few,
+        gemv,
+        lane_sums,
+        resident,
+        kc,
+        scratch,
+        sums,
+        volume,
+        stream,
+        rows,
+        only,
+        one,
+        zero,
+        a,
+        b,
+        c,
+    ):  # unpacked_entry's arguments (checked below)
+        return 0
+
+    assert len(entry.args) + 3 == nothing.py_func.__code__.co_argcount
+
+    nothing(*entry.args, a, b, c)
+    nothing_native = next(iter(nothing.overloads.values())).entry_point
+    pieces = {
+        "smallgemm.matmul(a, b)": lambda: smallgemm.matmul(a, b),
+        "numpy.matmul(a, b)": lambda: np.matmul(a, b),
+        "the compiled entry, 16x16x16": lambda: entry(a, b, c),
+        "the compiled entry, 1x1x1": lambda: entry(tiny, tiny, tiny),
+        f"a compiled function of the same {len(entry.args) + 3} arguments that does nothing": (
+            lambda: nothing_native(*entry.args, a, b, c)
+        ),
+        "np.empty((16, 16), float32)": lambda: np.empty((16, 16), np.float32),
+        "an empty Python lambda": lambda: None,
+    }
+    times: dict[str, list[float]] = {name: [] for name in pieces}
+    for _ in range(15):
+        for name, call in pieces.items():
+            times[name].append(min(timeit.repeat(call, number=20000, repeat=3)) / 20000)
+    print("| piece | median |\n|---|---|")
+    for name, seconds in times.items():
+        print(f"| {name} | {np.median(seconds) * 1e9:.0f} ns |")
+
+
 if __name__ == "__main__":
-    main()
+    if "--breakdown" in sys.argv[1:]:
+        rerun_clean()
+        bench.compile_first([np.float32])
+        breakdown()
+    else:
+        main()
