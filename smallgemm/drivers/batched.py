@@ -129,7 +129,7 @@ def batch_tasks_entry(
         my_bbuf = advance(address(bbuf), w * kc * nc)
         my_scratch = advance(address(scratch), w * mr * nr)
         my_sums = advance(address(sums), w * STREAM_SIZE)
-        task, turn = claim(tasks_of, tasks, workers, w, np.intp(0))
+        task, turn = claim(tasks_of, tasks, workers, np.intp(w), np.intp(0))
         while task >= 0:
             first, end = task * count // tasks, (task + 1) * count // tasks
             stack_run(
@@ -137,7 +137,7 @@ def batch_tasks_entry(
                 offsets_a[first:end], offsets_b[first:end], offsets_c[first:end], unpacked,
                 mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
             )
-            task, turn = claim(tasks_of, tasks, workers, w, turn)
+            task, turn = claim(tasks_of, tasks, workers, np.intp(w), turn)
 
 
 @njit(cache=True)

@@ -300,8 +300,8 @@ def prepacked_rows_panels(
         cols = min(nc, n - jc)
         width = (cols + nr - 1) // nr * nr
         if together > 1 and panel + together <= min(last, (jc + width) // nr):
-            panel_row_tile(tile, min(together * nr, cols - jr), k, alpha, beta, a, cs_a, packed,
-                           packed_slice(k, jc, 0, width), jr, width, c, rs_c, cs_c, (jc + jr) * cs_c, kc, nr, scratch)
+            panel_row_tile(tile, min(together * nr, cols - jr), k, alpha, beta, a, cs_a, packed, jc, jr, width,
+                           c, rs_c, cs_c, (jc + jr) * cs_c, kc, nr, scratch)
             panel += together
             continue
         for pc in range(0, k, kc):
@@ -318,20 +318,20 @@ def prepacked_rows_panels(
 
 
 @njit(cache=True, inline="always")
-def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, slice_at, jr, width, c, rs_c, cs_c, c_off, kc, nr,
-                   scratch):
-    """One row of C, ``live`` columns from column ``jr`` of the slice at ``slice_at``: the
+def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, jc, jr, width, c, rs_c, cs_c, c_off, kc, nr, scratch):
+    """One row of C, ``live`` columns from column ``jr`` of the slice at column ``jc``: the
     packed panels of ``tile``'s width side by side in one row of vectors (``panel_row``),
     each element the FMA chain of ``direct_microkernel`` over each KC block, merged alike."""
     row = panel_row(tile)
+    one = np.intp(1)  # the row count at run time: a literal 1 would compile read_into once more
     for pc in range(0, k, kc):
         depth = min(kc, k - pc)
         mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
-        b_off = slice_at + pc * width + jr * depth
-        sums = tile_start(row, a, c, c_off, rs_c, cs_c, 1, live, mode, scratch)
+        b_off = packed_slice(k, jc, pc, width) + jr * depth
+        sums = tile_start(row, a, c, c_off, rs_c, cs_c, one, live, mode, scratch)
         for p in range(depth):
             sums = tile_rank1_panels(sums, tile, a, (pc + p) * cs_a, packed, b_off + p * nr, depth * nr)
-        merge_tile(row, sums, c, c_off, rs_c, cs_c, 1, live, block_alpha, beta, mode, scratch)
+        merge_tile(row, sums, c, c_off, rs_c, cs_c, one, live, block_alpha, beta, mode, scratch)
 
 
 @njit(cache=True)

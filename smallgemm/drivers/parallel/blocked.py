@@ -76,12 +76,12 @@ def gemm_parallel(
             streaming = panels_read_by_others(groups, workers)
             reset_counters(counter, workers)
             for w in prange(workers):  # pack the B slice, a few NR panels per task
-                task, turn = claim(counter, pack_tasks, workers, w, np.intp(0))
+                task, turn = claim(counter, pack_tasks, workers, np.intp(w), np.intp(0))
                 while task >= 0:
                     record(log_b, logged_b, task)
                     pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
                                   min((task + 1) * per_task, panels), bbuf, streaming)
-                    task, turn = claim(counter, pack_tasks, workers, w, turn)
+                    task, turn = claim(counter, pack_tasks, workers, np.intp(w), turn)
             row_tasks_parallel(
                 shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
                 c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
@@ -103,7 +103,7 @@ def row_tasks_parallel(
     for w in prange(workers):
         my_abuf = advance(abuf, w * mc * kc)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, row_tasks, workers, w, np.intp(0))
+        task, turn = claim(counter, row_tasks, workers, np.intp(w), np.intp(0))
         while task >= 0:
             record(log_rows, logged_rows, task)
             row_block_task(
@@ -111,7 +111,7 @@ def row_tasks_parallel(
                 a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
                 alpha, beta, mode, my_abuf, my_scratch,
             )
-            task, turn = claim(counter, row_tasks, workers, w, turn)
+            task, turn = claim(counter, row_tasks, workers, np.intp(w), turn)
 
 
 @njit(cache=True, parallel=True)
@@ -136,26 +136,26 @@ def one_row_block(
     row_panels = (m + mr - 1) // mr
     reset_counters(counter, workers)
     for w in prange(workers):
-        task, turn = claim(counter, row_panels, workers, w, np.intp(0))
+        task, turn = claim(counter, row_panels, workers, np.intp(w), np.intp(0))
         while task >= 0:
             record(log_a, logged_a, task)
             i0 = task * mr
             pack_a(shape, a, a_off + i0 * rs_a, rs_a, cs_a, min(mr, m - i0), depth, abuf, i0 * depth)
-            task, turn = claim(counter, row_panels, workers, w, turn)
+            task, turn = claim(counter, row_panels, workers, np.intp(w), turn)
     width = group * nr
     tasks = (cols + width - 1) // width
     reset_counters(counter, workers)
     for w in prange(workers):
         my_bbuf = advance(bbuf, w * kc * width)
         my_scratch = advance(scratch, w * mr * nr)
-        task, turn = claim(counter, tasks, workers, w, np.intp(0))
+        task, turn = claim(counter, tasks, workers, np.intp(w), np.intp(0))
         while task >= 0:
             record(log_panels, logged_panels, task)
             panels_in_time(
                 shape, m, task * width, min((task + 1) * width, cols), depth, abuf,
                 b, b_off, rs_b, cs_b, my_bbuf, group, c, c_off, rs_c, cs_c, alpha, beta, mode, my_scratch,
             )
-            task, turn = claim(counter, tasks, workers, w, turn)
+            task, turn = claim(counter, tasks, workers, np.intp(w), turn)
 
 
 @njit(cache=True)
@@ -204,11 +204,11 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
     reset_counters(tasks_of, workers)
     for w in prange(workers):
         my_scratch = advance(address(scratch), w * mr * nr)
-        task, turn = claim(tasks_of, groups, workers, w, np.intp(0))
+        task, turn = claim(tasks_of, groups, workers, np.intp(w), np.intp(0))
         while task >= 0:
             prepacked_rows_panels(
                 tile, task * per_group, min((task + 1) * per_group, panels), m, n, k, alpha, beta,
                 address(a), a.strides[0] // size, a.strides[1] // size, address(packed),
                 address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, my_scratch,
             )
-            task, turn = claim(tasks_of, groups, workers, w, turn)
+            task, turn = claim(tasks_of, groups, workers, np.intp(w), turn)

@@ -116,7 +116,7 @@ def unpacked_parallel(
     for w in prange(workers):
         my_scratch = advance(scratch, w * scratch_size)
         my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, total, workers, w, np.intp(0))
+        task, turn = claim(counter, total, workers, np.intp(w), np.intp(0))
         while task >= 0:
             block = task // tasks
             rest = task - block * tasks
@@ -139,7 +139,7 @@ def unpacked_parallel(
                     a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
                     c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch, my_sums, fetch,
                 )
-            task, turn = claim(counter, total, workers, w, turn)
+            task, turn = claim(counter, total, workers, np.intp(w), turn)
     if split:
         for i in prange(m):
             for j in range(n):
@@ -177,12 +177,12 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
     reset_counters(counter, workers)
     for w in prange(workers):
         my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, w, np.intp(0))
+        task, turn = claim(counter, tasks, workers, np.intp(w), np.intp(0))
         while task >= 0:
             first, end = even_run(task, tasks, blocks, block_rows, rows)
             dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
                         ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
-            task, turn = claim(counter, tasks, workers, w, turn)
+            task, turn = claim(counter, tasks, workers, np.intp(w), turn)
 
 
 @njit(cache=True)
