@@ -90,6 +90,9 @@ class KernelConfig:
     turned_narrow_min_a: BySize = BySize(8192, 1 << 17)
     # From this many multiply-adds a product is worth splitting between threads: two
     # threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
+    # The same on every kernel: square products on two threads against one (avx2 and
+    # portable forced on a Zen 4 core) gain from 128^3 float32 (1.07-1.41x) and 112^3
+    # float64 (1.09-1.39x); smaller ones take the one-thread small way in.
     parallel_min_volume: BySize = BySize(144**3, 112**3)
     # From this many elements streamed (B, or A when B is one column), an unpacked,
     # memory-bound product is worth threads whatever its multiply-adds.
