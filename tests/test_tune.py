@@ -43,7 +43,7 @@ HOST = dispatch.detect()
 @pytest.fixture(autouse=True)
 def reset_block_sizes():
     """Block sizes and the configuration in force as they were before each test."""
-    configuration = in_force.swap_tuned_configuration(None)
+    configuration = in_force.swap_tuned_configuration(None)  # read it, and put it back at once
     in_force.swap_tuned_configuration(configuration)
     yield
     for kernel in KERNELS:

@@ -181,8 +181,9 @@ def test_one_row_times_prepacked_panels_side_by_side_gives_the_chain_references_
 ):
     """One row of A takes several packed panels of a slice at once (``panel_row``): slices
     of eight panels, a last one of seven (a group, then three alone, the last part
-    padding), three KC blocks, every merge rule, a strided output, on one worker or
-    several (tasks of whole groups): every element is the scalar FMA chain."""
+    padding), three KC blocks, every merge rule, a strided and a reversed row of A, a
+    strided output, on one worker or several (tasks of whole groups): every element is the
+    scalar FMA chain."""
     limits(parallel_min_volume=BySize(0, 0), parallel_min_stream=0)
     nr = kernel.nr(dtype)
     in_force.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=8 * nr, kc=64))
@@ -202,6 +203,8 @@ def test_one_row_times_prepacked_panels_side_by_side_gives_the_chain_references_
                 np.testing.assert_array_equal(
                     smallgemm.gemm(alpha, x, packed, beta=beta, c=c), chain_reference(alpha, x, w.T, beta, c)
                 )
+            for row in (random_matrix(rng, (1, 2 * k), dtype)[:, ::2], x[:, ::-1]):
+                np.testing.assert_array_equal(smallgemm.matmul(row, packed), chain_reference(1.0, row, w.T))
             smallgemm.matmul(x, packed, out=wide[:, ::2])
         np.testing.assert_array_equal(wide[:, ::2], chain_reference(1.0, x, w.T))
         np.testing.assert_array_equal(wide[:, 1::2], 7.0)

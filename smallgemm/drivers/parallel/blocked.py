@@ -197,9 +197,8 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
     together = panel_row_count(tile) if m == 1 else 1
     mr = max(tile_rows(tile), together)  # rows of NR elements of a worker's scratch
     panels = (n + nr - 1) // nr
-    groups, per_group = column_groups(panels, TASKS_PER_WORKER * workers)
-    per_group = (per_group + together - 1) // together * together
-    groups = (panels + per_group - 1) // per_group
+    groups, per_group = column_groups((panels + together - 1) // together, TASKS_PER_WORKER * workers)
+    per_group *= together  # groups of whole runs of ``together`` panels
     tasks_of = address(counter)  # the counters as the parallel routines take them: one compiled claim
     reset_counters(tasks_of, workers)
     for w in prange(workers):
