@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import b_layouts, blocked_product, configured, random_matrix
-from reference import assert_close
+from reference import assert_close, chain_reference
 
 import smallgemm
 from smallgemm import simd
@@ -346,3 +346,43 @@ def test_narrow_products_with_many_rows_match_the_packed_path_bitwise(kernel, dt
     acc = random_matrix(rng, (k, n), dtype)
     got = smallgemm.gemm(1.0, x, g, beta=1.0, c=acc, trans_a=True)
     assert_close(got, 1.0, x.T, g, 1.0, acc)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_the_narrow_tile_streams_the_rows_it_holds_with_the_chain_bits(kernel, dtype, threads):
+    """From the kernel's ``stream_from`` rows up to its narrow tile's, the few-rows stream
+    runs the narrow tile (NARROW_STREAM), reading A from a copy of each group's rows;
+    other kernels, and fewer rows, keep the few-rows tile.  Either way: the chain
+    reference's bits, for rows of A a power of two apart, a transposed and a reversed A,
+    several groups, KC blocks and column chunks, beta and a strided C, on any thread count."""
+    rng = np.random.default_rng(threads)
+    narrow, size = kernel.narrow, dtype.itemsize
+    group = unpacked.strip_rows(shared.STREAM_STRIP_BYTES, narrow.cols(size), size)
+    k, n = 5 * group + 5, shared.STREAM_COLS + 70
+    sizes = in_force.block_sizes(kernel, dtype)
+    in_force.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=2 * group))
+    try:
+        heights = {narrow.rows - 1, narrow.rows} | ({narrow.stream_from - 1} if narrow.stream_from else set())
+        for m in sorted(heights):
+            w = random_matrix(rng, (k, n), dtype)
+            wide = random_matrix(rng, (m, max(1024, 1 << k.bit_length())), dtype)[
+                :, :k
+            ]  # rows 4 KiB x 2^i apart
+            a_layouts = {
+                "power-of-two rows": wide,
+                "transposed": random_matrix(rng, (k, m), dtype).T,
+                "reversed": random_matrix(rng, (m, k), dtype)[::-1, ::-1],
+            }
+            streams = narrow.stream_from and narrow.stream_from <= m
+            route = unpacked.tile_of(kernel.shape, narrow, kernel.few, kernel.resident, k, 2 * group, wide, w)
+            assert route == (unpacked.NARROW_STREAM if streams else unpacked.FEW_TILE), m
+            with smallgemm.num_threads(threads):
+                for name, x in a_layouts.items():
+                    got = smallgemm.matmul(x, w)
+                    np.testing.assert_array_equal(got, chain_reference(1.0, x, w), err_msg=f"m {m} {name}")
+                c = random_matrix(rng, (m, 2 * n), dtype)[:, ::2]
+                expected = chain_reference(-0.5, wide, w, 2.0, c)
+                got = smallgemm.gemm(-0.5, wide, w, beta=2.0, c=c)
+                np.testing.assert_array_equal(got, expected, err_msg=f"m {m} gemm")
+    finally:
+        in_force.set_block_sizes(kernel, dtype, None)

@@ -7,7 +7,14 @@ from numba import njit
 from reference import assert_close
 
 import smallgemm
-from smallgemm.drivers.unpacked import FEW_TILE, MAIN_TILE, NARROW_TILE, RESIDENT_TILE, tile_choice
+from smallgemm.drivers.unpacked import (
+    FEW_TILE,
+    MAIN_TILE,
+    NARROW_STREAM,
+    NARROW_TILE,
+    RESIDENT_TILE,
+    tile_choice,
+)
 from smallgemm.kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from smallgemm.plan import in_force
 from smallgemm.simd import address
@@ -177,16 +184,18 @@ def padded(tile, m, n, dtype):
 @pytest.mark.parametrize("m", [3, 12, 16, 30])
 def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
     """A few rows times a B wider than the main tile: from FEW_TILE_MIN_B_BYTES on, the
-    few-rows stream (B read in order); below, the main tile unless the few tile saves a
-    quarter of the FMAs.  Either way the bits of the blocked driver."""
+    few-rows stream (B read in order; on the narrow tile where it holds the rows from its
+    ``stream_from``); below, the main tile unless the few tile saves a quarter of the FMAs.
+    Either way the bits of the blocked driver."""
     rng = np.random.default_rng(m)
     n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
+    streamed = NARROW_STREAM if 0 < kernel.narrow.stream_from <= m <= kernel.narrow.rows else FEW_TILE
     below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
         few_saves_a_quarter = 4 * padded(kernel.few, m, n, dtype) <= 3 * padded(kernel.shape, m, n, dtype)
         if k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES or few_saves_a_quarter:
-            assert chosen(kernel, dtype, m, n, k) == FEW_TILE, f"{m}x{n}x{k}"
+            assert chosen(kernel, dtype, m, n, k) == streamed, f"{m}x{n}x{k}"
         else:
             narrow_pays = 3 * padded(kernel.narrow, m, n, dtype) < 2 * padded(kernel.shape, m, n, dtype)
             assert chosen(kernel, dtype, m, n, k) == (NARROW_TILE if narrow_pays else MAIN_TILE), (

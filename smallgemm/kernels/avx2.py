@@ -9,6 +9,9 @@ KERNEL = Kernel(
     # 12 of the 16 ymm registers hold the tile; the 14x32 tile split into ymm halves
     # spills (92 GFLOP/s measured), so AVX2 gets its own shape.
     shape=TileShape(rows=6, vectors=2, bits=256, fused=True),
+    # The few-rows stream keeps the few-rows tile up to 8 rows: the narrow tile holding
+    # 5 to 8 rows whole took 1.25-1.35x as long (one broadcast per FMA: bound by loads;
+    # float32, one thread, forced on a Zen 4).
     narrow=TileShape(rows=8, vectors=1, bits=256, fused=True),
     few=TileShape(rows=4, vectors=2, bits=256, fused=True),
     # No requests ahead in the single-row stream: with them, float32 [1,4096] @

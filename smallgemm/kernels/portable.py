@@ -10,6 +10,9 @@ KERNEL = Kernel(
     # (``llvm.fma``) like the others, so that its bits are every kernel's: on a CPU
     # without an FMA unit each multiply-add becomes an exact, slow library call.
     shape=TileShape(rows=4, vectors=2, bits=128, fused=True),
+    # The few-rows stream keeps the few-rows tile: the narrow tile holding 3 or 4 rows
+    # whole took 1.7-1.8x as long (one broadcast per FMA: bound by loads; float32, one
+    # thread, forced on a Zen 4).
     narrow=TileShape(rows=4, vectors=1, bits=128, fused=True),
     few=TileShape(rows=2, vectors=2, bits=128, fused=True),
     gemv=TileShape(rows=1, vectors=4, bits=128, fused=True),

@@ -64,6 +64,7 @@ from .memory import (  # noqa: F401
     tile_lanes,
     tile_rows,
     tile_step_fmas,
+    tile_streams_from,
     tile_with_rows,
     zero_of,
 )

@@ -30,6 +30,10 @@ class TileShape:
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
 
+    ``stream_from`` is for the narrow tile only: from this many rows of C up to the
+    tile's own, the few-rows stream of a B read along its rows runs the narrow tile
+    instead of the few-rows tile (``unpacked.tile_choice``: NARROW_STREAM); 0: never.
+
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes
     (BLAS's order, faster, but not that of the other paths: an opt-in).
@@ -46,6 +50,7 @@ class TileShape:
     depth: int = 1
     fetch_ahead: bool = False
     dot_pairs: bool = False
+    stream_from: int = 0
     lane_sums: bool = False
 
     def lanes(self, itemsize: int) -> int:
@@ -67,6 +72,7 @@ class TileShapeType(types.Type):
         self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
         flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "")
+        flags += f"s{s.stream_from}" if s.stream_from else ""
         super().__init__(
             name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})"
         )

@@ -23,6 +23,7 @@ from ..unpacked import (
     DOTS_OF_B_COLUMNS,
     FEW_TILE,
     GEMV_TILE,
+    NARROW_STREAM,
     NARROW_TILE,
     RESIDENT_TILE,
     STREAM_SIZE,
@@ -41,11 +42,11 @@ from .tasks import claim, reset_counters
 
 @njit(cache=True)
 def tile_geometry(tile_of, shape, narrow, few, gemv, a):
-    """(MR, NR) of the tile ``tile_of`` names: FEW_TILE, NARROW_TILE, GEMV_TILE, else the main
-    ``shape``: the grain of ``unpacked_parallel``'s tasks."""
+    """(MR, NR) of the tile ``tile_of`` names: FEW_TILE, NARROW_TILE or NARROW_STREAM, GEMV_TILE,
+    else the main ``shape``: the grain of ``unpacked_parallel``'s tasks."""
     if tile_of == FEW_TILE:
         return tile_rows(few), tile_cols(few, a)
-    if tile_of == NARROW_TILE:
+    if tile_of == NARROW_TILE or tile_of == NARROW_STREAM:
         return tile_rows(narrow), tile_cols(narrow, a)
     if tile_of == GEMV_TILE:
         return tile_rows(gemv), tile_cols(gemv, a)
@@ -57,12 +58,15 @@ def unpacked_task(
     tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
     c, c_off, rs_c, cs_c, kc, scratch, sums, fetch,
 ):
-    """One task of ``unpacked_parallel``: the few-rows stream with ``fetch`` decided for the
-    whole product (a task's strip alone may be too small to request ahead), else the
-    serial unpacked path."""
+    """One task of ``unpacked_parallel``: the few-rows stream (on the few-rows or the narrow
+    tile) with ``fetch`` decided for the whole product (a task's strip alone may be too
+    small to request ahead), else the serial unpacked path."""
     if tile_of == FEW_TILE:
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
                      sums, scratch, fetch)
+    elif tile_of == NARROW_STREAM:
+        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetch)
     else:
         unpacked_part(shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
                       cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)

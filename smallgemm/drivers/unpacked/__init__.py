@@ -31,6 +31,7 @@ from .route import (  # noqa: F401
     FEW_TILE,
     GEMV_TILE,
     MAIN_TILE,
+    NARROW_STREAM,
     NARROW_TILE,
     RESIDENT_TILE,
     TILE_NAMES,

@@ -13,6 +13,7 @@ from ...kernels.microkernel import (
     merge_tile,
     panel_steps_fetching,
     panel_steps_fetching_rows,
+    read_into,
 )
 from ...kernels.shared import (
     FETCH_DISTANCE,
@@ -36,6 +37,7 @@ from ...simd import (
     tile_load,
     tile_rows,
     tile_store,
+    tile_streams_from,
     tile_zero,
 )
 from ...simd.linked import linked
@@ -124,6 +126,12 @@ def stream_strips(
     they compute.  A B with
     contiguous rows goes to that panel too when several row tiles share each
     strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
+
+    The narrow tile (NARROW_STREAM: one row tile of up to 16 rows) reads its rows of A
+    from a copy in that panel, each group's rows made contiguous: rows of A whose
+    stride is a multiple of 4 KiB all fall in the same L1 sets, and 16 of them
+    evicted each other at every step (float32 [16,1024] @ [1024,4096], one thread,
+    AVX-512: 2.96 ms with A in place, 1.32 ms from the copy).
     """
     mr = tile_rows(tile)
     nr = tile_cols(tile, a)
@@ -139,6 +147,7 @@ def stream_strips(
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr
         keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
+        copy_a = cs_b == 1 and tiles == 1 and tile_streams_from(tile) > 0
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
             for pc in range(0, k, kc):
@@ -147,6 +156,10 @@ def stream_strips(
                 for p0 in range(0, depth, group):
                     steps = min(group, depth - p0)
                     last = p0 + steps == depth
+                    a_src, a_start, rs_a_src, cs_a_src = a, a_off + i0 * rs_a + (pc + p0) * cs_a, rs_a, cs_a
+                    if copy_a:  # height x steps elements: MR / NR x STREAM_STRIP_BYTES, within the panel
+                        read_into(panel, steps, a, a_start, rs_a, cs_a, height, steps)
+                        a_src, a_start, rs_a_src, cs_a_src = panel, np.intp(0), np.intp(steps), np.intp(1)
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
                         b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
@@ -160,25 +173,26 @@ def stream_strips(
                             sharer = ir // mr
                             held = advance(sums, (sharer * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
-                            a_at = a_off + (i0 + ir) * rs_a + (pc + p0) * cs_a
+                            a_at = a_start + ir * rs_a_src
                             if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
-                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at, rs_b,
-                                                        cols, panel)
+                                tile_sum = direct_steps(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows,
+                                                        b, b_at, rs_b, cols, panel)
                                 src, b_at, rs_src = panel, 0, nr
                             elif keep_strip and jr + nr < width:  # and request the next strip
-                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel,
-                                                                b, next_at, rs_b, sharer - 1, tiles - 1)
+                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
+                                                                rows, panel, b, next_at, rs_b, sharer - 1, tiles - 1)
                             elif cs_b == 1 and tiles == 1 and cols == nr and jr + FETCH_DISTANCE * nr < width:
-                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, b, b_at,
-                                                                 rs_b, b_at + FETCH_DISTANCE * nr)
+                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
+                                                                 rows, b, b_at, rs_b, b_at + FETCH_DISTANCE * nr)
                             elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
                                 tile_sum = panel_steps_fetching_rows(
-                                    tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, panel, b, next_at, cs_b,
+                                    tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows, panel, b, next_at,
+                                    cs_b,
                                     sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
                                 )
                             else:
-                                tile_sum = direct_steps(tile, tile_sum, steps, a, a_at, rs_a, cs_a, rows, src, b_at, rs_src,
-                                                        cols, None)
+                                tile_sum = direct_steps(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows,
+                                                        src, b_at, rs_src, cols, None)
                             if last:
                                 merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
                                            rows, cols, alpha, beta, mode, scratch)

@@ -17,6 +17,7 @@ from .route import (
     FEW_TILE,
     GEMV_TILE,
     MAIN_TILE,
+    NARROW_STREAM,
     NARROW_TILE,
     RESIDENT_TILE,
     TRANSPOSING_STREAM,
@@ -115,6 +116,9 @@ def gemm_unpacked(
         # stream_tiles for both (literals would compile another).
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
                      sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+    elif choice == NARROW_STREAM:
+        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
+                     kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
