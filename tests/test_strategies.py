@@ -177,3 +177,56 @@ def test_a_configuration_override_keeps_explicit_block_sizes_and_ends_with_its_b
     finally:
         in_force.set_block_sizes(kernel, dtype, None)
     assert in_force.block_sizes(kernel, dtype) == default
+
+
+def _state(p):
+    return (
+        id(p.a),
+        id(p.b),
+        id(p.c),
+        p.m,
+        p.n,
+        p.k,
+        p.swapped,
+        p.turned,
+        p.offsets and tuple(map(id, p.offsets)),
+    )
+
+
+@pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
+def test_the_pre_pass_orients_and_the_fit_rules_change_nothing(kernel_name):
+    """``choose`` orients a problem once, by its table's pre-pass (``Problem.orientation``);
+    every row's fit rule then only reads it, whichever rows come before it."""
+    with forced_kernel(kernel_name):
+        problems = []
+        for _kernel, _row, a, b, threads, _stack in CASES:
+            if a.ndim == 2:
+                b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+                for alpha, beta in ((1.0, 0.0), (1.0, 1.0), (0.0, 2.0)):
+                    c = empty(a.shape[0], b2.shape[1], dtype=a.dtype)
+                    problems.append((strategies.PRODUCT, strategies.Problem(alpha, a, b2, beta, c, threads)))
+                c_columns = empty(b2.shape[1], a.shape[0], dtype=a.dtype).T  # a C to swap
+                problems.append((strategies.PRODUCT, strategies.Problem(1.0, a, b2, 0.0, c_columns, threads)))
+            else:
+                c = empty(a.shape[0], a.shape[1], b.shape[2], dtype=a.dtype)
+                offsets = tuple(
+                    np.arange(len(x), dtype=np.int64) * (x.strides[0] // x.itemsize) for x in (a, b, c)
+                )
+                problems.append(
+                    (strategies.STACK, strategies.Problem(1.0, a[0], b[0], 0.0, c[0], threads, offsets))
+                )
+        packed = smallgemm.pack(np.ones((130, 170), np.float32))
+        for m in (2, 60):
+            problems.append(
+                (strategies.PREPACKED, strategies.Problem(1.0, empty(m, 130), packed, 0.0, empty(m, 170), 1))
+            )
+        turned = swapped = 0
+        for table, p in problems:
+            strategies.choose(table, p)
+            assert p.oriented
+            turned, swapped = turned + p.turned, swapped + p.swapped
+            before = _state(p)
+            for row in table:
+                row.fits(p)
+                assert _state(p) == before, (row.name, p.m, p.n, p.k)
+        assert swapped and (turned or kernel_name == "avx512")  # both pre-pass turns were taken

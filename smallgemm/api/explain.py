@@ -58,7 +58,7 @@ def _turned(p: strategies.Problem) -> str:
     if p.turned:
         return "yes: C^T = W x^T, W's contiguous rows read in place (rules.turns_few_rows)"
     if p.swapped:
-        return "yes: C^T = B^T A^T (rules.oriented: C column-major, x.T @ g with few columns, or a narrow C)"
+        return "yes: C^T = B^T A^T (rules.swaps: C column-major, x.T @ g with few columns, or a narrow C)"
     return ""
 
 
@@ -154,10 +154,11 @@ def explain(a, b, out=None, *, threads: int | None = None) -> Explanation:
             table, stack_row = strategies.PRODUCT, None
         else:
             p = _stack_problem(a2, b2, workers)
+            a0, b0, c0 = p.a, p.b, p.c  # the first product, before STACK's pre-pass orients it
             stack_row = strategies.choose(strategies.STACK, p)
             table = strategies.PRODUCT
             if stack_row is strategies.LONE_PRODUCT:
-                p = strategies.Problem(1.0, p.a, p.b, 0.0, p.c, workers)
+                p = strategies.Problem(1.0, a0, b0, 0.0, c0, workers)
                 stack_row = None
     strategy = strategies.choose(table, p)
     used = (

@@ -16,7 +16,6 @@ class Problem:
 
     __slots__ = (
         "_form",
-        "_oriented",
         "_prep",
         "_unpacked",
         "a",
@@ -29,6 +28,7 @@ class Problem:
         "m",
         "n",
         "offsets",
+        "oriented",
         "swapped",
         "turned",
         "workers",
@@ -41,7 +41,7 @@ class Problem:
         self.workers = workers
         self.offsets = offsets  # a stack's (offsets_a, offsets_b, offsets_c), else None
         self.dtype = c.dtype
-        self.swapped = self.turned = self._oriented = False
+        self.swapped = self.turned = self.oriented = False
         self._prep = self._unpacked = self._form = None
 
     @property
@@ -52,20 +52,6 @@ class Problem:
             prep = self._prep = prepared.current_prepared(self.dtype)
         return prep
 
-    def orient(self) -> None:
-        """Turn the problem the way the kernels read it best (``rules.oriented``), once."""
-        if self._oriented:
-            return
-        self._oriented = True
-        self.a, self.b, self.c, self.swapped = rules.oriented(
-            self.prep.config, self.a, self.b, self.c, self.prep.narrow_cols
-        )
-        if self.swapped:
-            self.m, self.n = self.n, self.m
-            if self.offsets is not None:
-                offsets_a, offsets_b, offsets_c = self.offsets
-                self.offsets = (offsets_b, offsets_a, offsets_c)
-
     @property
     def unpacked(self) -> bool:
         """Whether the unpacked driver computes it (``rules.use_unpacked``)."""
@@ -75,7 +61,6 @@ class Problem:
         return unpacked
 
     def _use_unpacked(self) -> bool:
-        self.orient()
         prep, m, n, k = self.prep, self.m, self.n, self.k
         if self.offsets is None:
             one_thread = self.workers == 1 or not rules.worth_threads(prep.config, m, n, k, True, self.dtype)
@@ -108,23 +93,32 @@ class Problem:
             )
         return form
 
-    def replay(self, swapped: bool, turned: bool) -> None:
-        """Turn the problem as ``orient`` and ``turn_few_rows`` did for the same key (``run``)."""
-        self._oriented = True
+    def orientation(self, turns: bool) -> tuple[bool, bool]:
+        """How the table reads this problem, decided before any of its rows is tested, so that
+        their fit rules only read it: (swapped, turned).  Swapped: ``rules.swaps``.  Turned,
+        with ``turns`` (one 2-D product): ``x @ W.T`` computed as C^T = W x^T where
+        ``rules.turns_few_rows`` says so and there is a product to compute (C not empty,
+        k and alpha not 0, not gemm's continued chain: nothing is copied for those)."""
+        prep = self.prep
+        if rules.swaps(prep.config, self.a, self.b, self.c, prep.narrow_cols):
+            return True, False
+        computes = (
+            self.m and self.n and self.k and self.alpha != 0 and not (self.alpha == 1 and self.beta == 1)
+        )
+        return False, bool(
+            turns and computes and rules.turns_few_rows(prep.config, self.a, self.b, prep.turned_rows)
+        )
+
+    def orient(self, swapped: bool, turned: bool) -> None:
+        """Turn the problem as ``orientation`` decided (here, or for the same key earlier:
+        ``strategies.run``); m and n stay as given when turned, so that threads are chosen
+        as for the few-rows stream of W."""
+        self.oriented = True
         if swapped:
             self.a, self.b, self.c, self.swapped = self.b.T, self.a.T, self.c.T, True
             self.m, self.n = self.n, self.m
+            if self.offsets is not None:
+                offsets_a, offsets_b, offsets_c = self.offsets
+                self.offsets = (offsets_b, offsets_a, offsets_c)
         elif turned:
             self.a, self.b, self.c, self.turned = self.b.T, np.ascontiguousarray(self.a.T), self.c.T, True
-
-    def turn_few_rows(self) -> bool:
-        """Turn ``x @ W.T`` over (C^T = W x^T) where ``rules.turns_few_rows`` says so; m and n
-        stay as given, so that threads are chosen as for the few-rows stream of W."""
-        self.orient()
-        if self.turned:
-            return True
-        if self.swapped or not rules.turns_few_rows(self.prep.config, self.a, self.b, self.prep.turned_rows):
-            return False
-        self.a, self.b, self.c = self.b.T, np.ascontiguousarray(self.a.T), self.c.T
-        self.turned = True
-        return True

@@ -84,8 +84,8 @@ def turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_ro
     return m in turned_rows and m <= config.few_rows_max < n and b.strides[0] == size and b.strides[1] != size
 
 
-def oriented(config: KernelConfig, a, b, c, narrow_cols):
-    """(a, b, c, swapped): the problem turned the way the kernels read it best.
+def swaps(config: KernelConfig, a: np.ndarray, b: np.ndarray, c: np.ndarray, narrow_cols: int) -> bool:
+    """Whether the product is computed swapped, C^T = B^T A^T: the way the kernels read it best.
 
     The kernel writes rows of C with vector stores: for a C whose columns are
     contiguous, compute C^T = B^T A^T instead (BLIS does the same).  And a C
@@ -100,13 +100,11 @@ def oriented(config: KernelConfig, a, b, c, narrow_cols):
     """
     size = c.itemsize
     if c.strides[1] != size and c.strides[0] == size:
-        return b.T, a.T, c.T, True
+        return True
     m, n = c.shape
     if n <= config.few_rows_max < m and a.strides[0] == size and a.strides[1] != size:
-        return b.T, a.T, c.T, True
-    if turns_narrow(config, m, n, a, narrow_cols):
-        return b.T, a.T, c.T, True
-    return a, b, c, False
+        return True
+    return turns_narrow(config, m, n, a, narrow_cols)
 
 
 def use_unpacked(

@@ -14,6 +14,10 @@ compiled code, without a table lookup, the small products that
 ``unpacked.small_product_route`` accepts; each of those is a product this table
 places on an unpacked row (``tests/test_strategies.py`` checks it).  No row
 changes a bit: every element is the same chain of FMAs on every row.
+
+Before a table's rows are tested, its pre-pass orients the problem
+(``Problem.orientation``: swapped, or ``x @ W.T`` turned over); the rows' fit rules
+then only read it.
 """
 
 from __future__ import annotations
@@ -79,13 +83,27 @@ def in_two_steps(strategy: Strategy, p: Problem) -> None:
     needed at the end): s into a buffer first, then C = fma(alpha, s, beta*C0)."""
     sums = np.empty(p.c.shape, p.dtype)
     q = Problem(1.0, p.a, p.b, 0.0, sums, p.workers, p.offsets)
-    q.replay(False, False)  # p's orientation, already applied: nothing to turn again
+    q.orient(False, False)  # p's orientation, already applied: nothing to turn again
     strategy.run(q)
     runners.scale_add(p.prep, p.alpha, sums, p.beta, p.c)
 
 
-def choose(table: tuple[Strategy, ...], p: Problem) -> Strategy:
-    """The first row of ``table`` that fits ``p``."""
+class Table(tuple):
+    """A strategy table: its rows in order, and how its pre-pass orients a problem before
+    any row is tested (``Problem.orientation``): ``swaps`` (C^T = B^T A^T where the kernels
+    read that better) and ``turns`` (``x @ W.T`` as C^T = W x^T)."""
+
+    def __new__(cls, rows: tuple[Strategy, ...], *, swaps: bool, turns: bool) -> Table:
+        table = super().__new__(cls, rows)
+        table.swaps, table.turns = swaps, turns
+        return table
+
+
+def choose(table: Table, p: Problem) -> Strategy:
+    """The first row of ``table`` that fits ``p``, oriented first by the table's pre-pass
+    (unless it already is): the rows' fit rules read the problem and change nothing."""
+    if not p.oriented:
+        p.orient(*(p.orientation(table.turns) if table.swaps else (False, False)))
     for strategy in table:
         if strategy.fits(p):
             return strategy
@@ -121,14 +139,6 @@ def _blocked_worth_threads(p: Problem) -> bool:
     return rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype)
 
 
-def _continues_chain(p: Problem) -> bool:
-    """gemm's continued chain (alpha == beta == 1), oriented for the blocked loops."""
-    if p.alpha == 1 and p.beta == 1:
-        p.orient()
-        return True
-    return False
-
-
 def _few_prepacked(p: Problem) -> bool:
     return p.m < p.prep.kernel.mr()
 
@@ -138,12 +148,10 @@ def _stack_sizes(p: Problem):
 
 
 def _stack_worth_threads(p: Problem) -> bool:
-    p.orient()  # before any rule reads m and n
     return rules.stack_worth_threads(p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.dtype)
 
 
 def _stack_serial(p: Problem) -> None:
-    p.orient()
     runners.run_batch_serial(p.prep, p.a, p.b, p.c, p.offsets, p.unpacked, _stack_sizes(p))
 
 
@@ -202,104 +210,112 @@ SCALE_ONLY = Strategy(
 )
 
 
-PRODUCT = (
-    EMPTY,
-    SCALE_ONLY,
-    Strategy(
-        "continued chain",
-        "gemm with alpha == beta == 1: each element's chain goes on from C "
-        "(the blocked loops, which read C into the tiles)",
-        _continues_chain,
-        _blocked_worth_threads,
-        _blocked_serial,
-        _blocked_parallel,
-        **_BLOCKED_ROW,
+PRODUCT = Table(
+    (
+        EMPTY,
+        SCALE_ONLY,
+        Strategy(
+            "continued chain",
+            "gemm with alpha == beta == 1: each element's chain goes on from C "
+            "(the blocked loops, which read C into the tiles)",
+            lambda p: p.alpha == 1 and p.beta == 1,
+            _blocked_worth_threads,
+            _blocked_serial,
+            _blocked_parallel,
+            **_BLOCKED_ROW,
+        ),
+        Strategy(
+            "turned few rows",
+            "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
+            "C^T = W x^T, W's rows read in place",
+            lambda p: p.turned,
+            _unpacked_worth_threads,
+            _unpacked_serial,
+            _unpacked_parallel,
+            **_UNPACKED_ENTRIES,
+        ),
+        Strategy(
+            "row dots",
+            "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
+            lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS),
+            _unpacked_worth_threads,
+            _unpacked_serial,
+            _unpacked_parallel,
+            tile=described.row_dots_tile,
+            **_UNPACKED_ENTRIES,
+        ),
+        Strategy(
+            "transposing stream",
+            "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
+            lambda p: p.unpacked and p.form == TRANSPOSING_STREAM,
+            _unpacked_worth_threads,
+            _unpacked_serial,
+            _unpacked_parallel,
+            tile=described.few_rows_tile,
+            **_UNPACKED_ENTRIES,
+        ),
+        Strategy(
+            "direct tiles",
+            "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
+            "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
+            "the kernel's one-thread volume (rules.use_unpacked)",
+            lambda p: p.unpacked,
+            _unpacked_worth_threads,
+            _unpacked_serial,
+            _unpacked_parallel,
+            **_UNPACKED_ENTRIES,
+        ),
+        Strategy(
+            "blocked",
+            "every other product: the five loops, A and B packed",
+            lambda p: True,
+            _blocked_worth_threads,
+            _blocked_serial,
+            _blocked_parallel,
+            chains_in_c=True,
+            **_BLOCKED_ROW,
+        ),
     ),
-    Strategy(
-        "turned few rows",
-        "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
-        "C^T = W x^T, W's rows read in place",
-        Problem.turn_few_rows,
-        _unpacked_worth_threads,
-        _unpacked_serial,
-        _unpacked_parallel,
-        **_UNPACKED_ENTRIES,
-    ),
-    Strategy(
-        "row dots",
-        "a matrix times a vector along contiguous rows (W @ x, or x @ W.T with one row)",
-        lambda p: p.unpacked and p.form in (DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS),
-        _unpacked_worth_threads,
-        _unpacked_serial,
-        _unpacked_parallel,
-        tile=described.row_dots_tile,
-        **_UNPACKED_ENTRIES,
-    ),
-    Strategy(
-        "transposing stream",
-        "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
-        lambda p: p.unpacked and p.form == TRANSPOSING_STREAM,
-        _unpacked_worth_threads,
-        _unpacked_serial,
-        _unpacked_parallel,
-        tile=described.few_rows_tile,
-        **_UNPACKED_ENTRIES,
-    ),
-    Strategy(
-        "direct tiles",
-        "B's rows contiguous and packing costs more than it saves: up to unpacked_max_volume "
-        "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
-        "the kernel's one-thread volume (rules.use_unpacked)",
-        lambda p: p.unpacked,
-        _unpacked_worth_threads,
-        _unpacked_serial,
-        _unpacked_parallel,
-        **_UNPACKED_ENTRIES,
-    ),
-    Strategy(
-        "blocked",
-        "every other product: the five loops, A and B packed",
-        lambda p: True,
-        _blocked_worth_threads,
-        _blocked_serial,
-        _blocked_parallel,
-        chains_in_c=True,
-        **_BLOCKED_ROW,
-    ),
+    swaps=True,
+    turns=True,
 )
 
-PREPACKED = (
-    EMPTY,
-    SCALE_ONLY,
-    Strategy(
-        "prepacked few rows",
-        "fewer rows than the main tile's MR: the packed panels stream past the rows",
-        _few_prepacked,
-        lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
-        lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
-        lambda p: runners.run_prepacked_parallel(
-            p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, True
+PREPACKED = Table(
+    (
+        EMPTY,
+        SCALE_ONLY,
+        Strategy(
+            "prepacked few rows",
+            "fewer rows than the main tile's MR: the packed panels stream past the rows",
+            _few_prepacked,
+            lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
+            lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
+            lambda p: runners.run_prepacked_parallel(
+                p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, True
+            ),
+            chains_in_c=True,
+            serial_entries=(entries.PREPACKED_ROWS,),
+            parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,),
+            tile=described.panel_rows_tile,
         ),
-        chains_in_c=True,
-        serial_entries=(entries.PREPACKED_ROWS,),
-        parallel_entries=(entries.PREPACKED_ROWS_PARALLEL,),
-        tile=described.panel_rows_tile,
-    ),
-    Strategy(
-        "prepacked",
-        "the blocked loops with B packed ahead",
-        lambda p: True,
-        lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
-        lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
-        lambda p: runners.run_prepacked_parallel(
-            p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, False
+        Strategy(
+            "prepacked",
+            "the blocked loops with B packed ahead",
+            lambda p: True,
+            lambda p: p.m * p.n * p.k >= p.prep.config.parallel_min_volume.of(p.dtype.itemsize),
+            lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, False),
+            lambda p: runners.run_prepacked_parallel(
+                p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, False
+            ),
+            chains_in_c=True,
+            serial_entries=(entries.PREPACKED,),
+            parallel_entries=(entries.PREPACKED_PARALLEL,),
+            tile=described.main_tile,
+            depth_fitted=True,
         ),
-        chains_in_c=True,
-        serial_entries=(entries.PREPACKED,),
-        parallel_entries=(entries.PREPACKED_PARALLEL,),
-        tile=described.main_tile,
-        depth_fitted=True,
     ),
+    swaps=False,
+    turns=False,
 )
 
 # A stack of one: ``explain`` describes the lone product's row of PRODUCT instead.
@@ -311,45 +327,49 @@ LONE_PRODUCT = Strategy(
     lambda p: run(1.0, p.a, p.b, 0.0, p.c),
 )
 
-STACK = (
-    LONE_PRODUCT,
-    Strategy(
-        "stack, each product on all workers",
-        "products worth threads alone but too few to share out evenly (rules.each_on_all_workers)",
-        lambda p: (
-            p.workers > 1
-            and _stack_worth_threads(p)
-            and rules.each_on_all_workers(
-                p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype
-            )
+STACK = Table(
+    (
+        LONE_PRODUCT,
+        Strategy(
+            "stack, each product on all workers",
+            "products worth threads alone but too few to share out evenly (rules.each_on_all_workers)",
+            lambda p: (
+                p.workers > 1
+                and _stack_worth_threads(p)
+                and rules.each_on_all_workers(
+                    p.prep.config, len(p.offsets[2]), p.m, p.n, p.k, p.unpacked, p.workers, p.dtype
+                )
+            ),
+            _stack_worth_threads,
+            _stack_serial,
+            _stack_each_parallel,
+            serial_entries=_STACK,
+            parallel_entries=(entries.BATCH_EACH_PARALLEL,),
+            tasks=described.each_product_tasks,
         ),
-        _stack_worth_threads,
-        _stack_serial,
-        _stack_each_parallel,
-        serial_entries=_STACK,
-        parallel_entries=(entries.BATCH_EACH_PARALLEL,),
-        tasks=described.each_product_tasks,
+        Strategy(
+            "stack tasks",
+            "from parallel_min_stack_volume multiply-adds in all (stack_product_overhead more a product): whole products shared out",
+            lambda p: p.workers > 1 and _stack_worth_threads(p),
+            _stack_worth_threads,
+            _stack_serial,
+            _stack_tasks,
+            serial_entries=_STACK,
+            parallel_entries=(entries.BATCH_TASKS,),
+            tasks=described.whole_product_tasks,
+        ),
+        Strategy(
+            "stack serial",
+            "every other stack: the products one after the other",
+            lambda p: True,
+            None,
+            _stack_serial,
+            serial_entries=_STACK,
+            tasks=described.each_product_tasks,
+        ),
     ),
-    Strategy(
-        "stack tasks",
-        "from parallel_min_stack_volume multiply-adds in all (stack_product_overhead more a product): whole products shared out",
-        lambda p: p.workers > 1 and _stack_worth_threads(p),
-        _stack_worth_threads,
-        _stack_serial,
-        _stack_tasks,
-        serial_entries=_STACK,
-        parallel_entries=(entries.BATCH_TASKS,),
-        tasks=described.whole_product_tasks,
-    ),
-    Strategy(
-        "stack serial",
-        "every other stack: the products one after the other",
-        lambda p: True,
-        None,
-        _stack_serial,
-        serial_entries=_STACK,
-        tasks=described.each_product_tasks,
-    ),
+    swaps=True,
+    turns=False,
 )
 
 
@@ -385,7 +405,7 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         _placed[key] = (strategy, p.swapped, p.turned)
     else:
         strategy = placed[0]
-        p.replay(placed[1], placed[2])
+        p.orient(placed[1], placed[2])
     strategy.run(p)
 
 
