@@ -349,10 +349,11 @@ def test_narrow_products_with_many_rows_match_the_packed_path_bitwise(kernel, dt
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_the_narrow_tile_streams_the_rows_it_holds_with_the_chain_bits(kernel, dtype, threads):
-    """From the kernel's ``stream_from`` rows up to its narrow tile's, the few-rows stream
-    runs the narrow tile (NARROW_STREAM), reading A from a copy of each group's rows;
-    other kernels, and fewer rows, keep the few-rows tile.  Either way: the chain
+def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel, dtype, threads):
+    """From the kernel's ``stream_from`` rows, where the narrow tile's row tiles pad at most
+    ``rows - stream_from`` rows, the few-rows stream runs the narrow tile (NARROW_STREAM),
+    reading A from a copy of each group's rows; other kernels, and other rows, keep the
+    few-rows tile.  Either way: the chain
     reference's bits, for rows of A a power of two apart, a transposed and a reversed A,
     several groups, KC blocks and column chunks, beta and a strided C, on any thread count."""
     rng = np.random.default_rng(threads)
@@ -362,7 +363,10 @@ def test_the_narrow_tile_streams_the_rows_it_holds_with_the_chain_bits(kernel, d
     sizes = in_force.block_sizes(kernel, dtype)
     in_force.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=2 * group))
     try:
-        heights = {narrow.rows - 1, narrow.rows} | ({narrow.stream_from - 1} if narrow.stream_from else set())
+        rows, start = narrow.rows, narrow.stream_from
+        heights = {rows - 1, rows, 2 * rows} | (
+            {start - 1, start, rows + start - 1, rows + start} if start else set()
+        )
         for m in sorted(heights):
             w = random_matrix(rng, (k, n), dtype)
             wide = random_matrix(rng, (m, max(1024, 1 << k.bit_length())), dtype)[
@@ -373,7 +377,7 @@ def test_the_narrow_tile_streams_the_rows_it_holds_with_the_chain_bits(kernel, d
                 "transposed": random_matrix(rng, (k, m), dtype).T,
                 "reversed": random_matrix(rng, (m, k), dtype)[::-1, ::-1],
             }
-            streams = narrow.stream_from and narrow.stream_from <= m
+            streams = start and start <= m and -m % rows <= rows - start
             route = unpacked.tile_of(kernel.shape, narrow, kernel.few, kernel.resident, k, 2 * group, wide, w)
             assert route == (unpacked.NARROW_STREAM if streams else unpacked.FEW_TILE), m
             with smallgemm.num_threads(threads):

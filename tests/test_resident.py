@@ -184,12 +184,13 @@ def padded(tile, m, n, dtype):
 @pytest.mark.parametrize("m", [3, 12, 16, 30])
 def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
     """A few rows times a B wider than the main tile: from FEW_TILE_MIN_B_BYTES on, the
-    few-rows stream (B read in order; on the narrow tile where it holds the rows from its
-    ``stream_from``); below, the main tile unless the few tile saves a quarter of the FMAs.
+    few-rows stream (B read in order; on the narrow tile where it pads few rows:
+    ``unpacked.narrow_streams``); below, the main tile unless the few tile saves a quarter of the FMAs.
     Either way the bits of the blocked driver."""
     rng = np.random.default_rng(m)
     n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
-    streamed = NARROW_STREAM if 0 < kernel.narrow.stream_from <= m <= kernel.narrow.rows else FEW_TILE
+    rows, start = kernel.narrow.rows, kernel.narrow.stream_from
+    streamed = NARROW_STREAM if 0 < start <= m and -m % rows <= rows - start else FEW_TILE
     below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)

@@ -8,8 +8,10 @@ KERNEL = Kernel(
     "avx512",
     # 28 of the 32 zmm registers hold the tile; 2 hold the B row, 1 the A element.
     shape=TileShape(rows=14, vectors=2, bits=512, fused=True),
-    # The narrow tile holds 13 to 16 rows whole in the few-rows stream: float32, one
-    # thread, 1.10-1.17x as fast as the few-rows tile; 9 to 12 rows lose (0.88-0.92x).
+    # The few-rows stream runs the narrow tile where it pads at most 3 rows: 13 to 16 and
+    # 29 to 32 rows (one thread, against the few-rows tile: float32 m = 13 to 16 1.10-1.17x,
+    # m = 32 1.06x; float64 m = 13 to 16 1.13-1.17x, m = 30 and 32 1.08-1.17x; 9 to 12 rows
+    # 0.88-0.92x, 25 and 28 0.94-0.95x).
     narrow=TileShape(rows=16, vectors=1, bits=512, fused=True, stream_from=13),
     few=TileShape(rows=4, vectors=4, bits=512, fused=True),
     # The single-row stream requests B ahead and adds 8 rows at a time from large B

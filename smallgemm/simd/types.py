@@ -30,9 +30,10 @@ class TileShape:
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
 
-    ``stream_from`` is for the narrow tile only: from this many rows of C up to the
-    tile's own, the few-rows stream of a B read along its rows runs the narrow tile
-    instead of the few-rows tile (``unpacked.tile_choice``: NARROW_STREAM); 0: never.
+    ``stream_from`` is for the narrow tile only: from this many rows of C, where its row
+    tiles pad at most ``rows - stream_from`` rows, the few-rows stream of a B read along
+    its rows runs the narrow tile instead of the few-rows tile (``unpacked.narrow_streams``:
+    NARROW_STREAM); 0: never.
 
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes

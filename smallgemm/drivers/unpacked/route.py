@@ -43,11 +43,12 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
     1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
     than a quarter of the FMAs: its stream costs more than it saves.  Where the
-    narrow tile holds every row of C, from its ``stream_from`` rows (the kernel's
-    choice), the stream runs it instead (NARROW_STREAM): each vector of B is then
-    loaded once per k step for all rows, and no row tile's partial sums wait in the
-    workspace for the next (AVX-512, one thread, float32 m = 13 to 16, k = 512 to
-    2048, n = 1024 to 4096: 1.10-1.17x as fast; m = 9 to 12, 0.88-0.92x).  Then
+    narrow tile holds the rows of C with little padding (``narrow_streams``), the
+    stream runs it instead (NARROW_STREAM): each vector of B is then loaded once per
+    k step for 16 rows, and fewer row tiles' partial sums wait in the workspace (AVX-512,
+    one thread, float32 m = 13 to 16, k = 512 to 2048, n = 1024 to 4096: 1.10-1.17x as
+    fast; m = 9 to 12, 0.88-0.92x; m = 32 1.06x, m = 25 and 28 0.94-0.95x; float64 m = 30
+    and 32 1.08-1.17x).  Then
     ``narrow`` again where the main tile's padding rows cost a
     third more FMAs than the narrow tile's extra column strips: 16 rows on a
     14-row main tile compute 28 (AVX-512, one thread: stacks of float64 16x16x16
@@ -64,10 +65,19 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
         n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
         or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
     ):
-        return NARROW_STREAM if 0 < tile_streams_from(narrow) <= m <= tile_rows(narrow) else FEW_TILE
+        return NARROW_STREAM if narrow_streams(narrow, m) else FEW_TILE
     if m <= FEW_TILE_MAX_ROWS and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
         return NARROW_TILE
     return MAIN_TILE
+
+
+@njit(cache=True, inline="always")
+def narrow_streams(narrow, m):
+    """Whether the few-rows stream of m rows runs the narrow tile (NARROW_STREAM): from the
+    kernel's ``stream_from`` rows, where its row tiles pad no more rows than the narrow tile
+    has beyond ``stream_from`` (13 to 16 and 29 to 32 rows on AVX-512)."""
+    rows, start = tile_rows(narrow), tile_streams_from(narrow)
+    return 0 < start <= m and -m % rows <= rows - start
 
 
 @njit(cache=True)

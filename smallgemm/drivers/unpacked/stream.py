@@ -127,9 +127,9 @@ def stream_strips(
     contiguous rows goes to that panel too when several row tiles share each
     strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
 
-    The narrow tile (NARROW_STREAM: one row tile of up to 16 rows) reads its rows of A
-    from a copy in that panel, each group's rows made contiguous: rows of A whose
-    stride is a multiple of 4 KiB all fall in the same L1 sets, and 16 of them
+    The narrow tile (NARROW_STREAM: 16 rows a row tile) reads its rows of A from a copy
+    in that panel, after the kept strip, each group's rows made contiguous: rows of A
+    whose stride is a multiple of 4 KiB all fall in the same L1 sets, and 16 of them
     evicted each other at every step (float32 [16,1024] @ [1024,4096], one thread,
     AVX-512: 2.96 ms with A in place, 1.32 ms from the copy).
     """
@@ -140,6 +140,7 @@ def stream_strips(
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
     size = 64 // line_elements(tile, b)
+    a_copy = advance(panel, STREAM_STRIP_BYTES // size)  # after a kept strip of B
     group = strip_rows(STREAM_STRIP_BYTES if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
     if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
         group = min(group, STREAM_FROM_MEMORY_ROWS)
@@ -147,7 +148,10 @@ def stream_strips(
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr
         keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
-        copy_a = cs_b == 1 and tiles == 1 and tile_streams_from(tile) > 0
+        # The narrow tile's copy of A's rows, where it fits in the panel after a kept strip.
+        copy_a = (
+            tile_streams_from(tile) > 0 and cs_b == 1 and STREAM_STRIP_BYTES // size + height * group <= STREAM_PANEL
+        )
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
             for pc in range(0, k, kc):
@@ -157,9 +161,9 @@ def stream_strips(
                     steps = min(group, depth - p0)
                     last = p0 + steps == depth
                     a_src, a_start, rs_a_src, cs_a_src = a, a_off + i0 * rs_a + (pc + p0) * cs_a, rs_a, cs_a
-                    if copy_a:  # height x steps elements: MR / NR x STREAM_STRIP_BYTES, within the panel
-                        read_into(panel, steps, a, a_start, rs_a, cs_a, height, steps)
-                        a_src, a_start, rs_a_src, cs_a_src = panel, np.intp(0), np.intp(steps), np.intp(1)
+                    if copy_a:
+                        read_into(a_copy, steps, a, a_start, rs_a, cs_a, height, steps)
+                        a_src, a_start, rs_a_src, cs_a_src = a_copy, np.intp(0), np.intp(steps), np.intp(1)
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
                         b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
