@@ -267,7 +267,11 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     every worker (it is memory-bound); the bits do not depend on the thread count."""
     rng = np.random.default_rng(m)
     config = kernel.config
-    k, n = 300, config.parallel_min_stream // 300 + 50
+    row_stream = m == 1 and not transposed
+    min_stream = (
+        config.parallel_min_row_stream.of(dtype.itemsize) if row_stream else config.parallel_min_stream
+    )
+    k, n = 300, min_stream // 300 + 50
     assert m * n * k < config.parallel_min_volume.of(dtype.itemsize)
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
@@ -289,19 +293,47 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     assert_close(results[0], 1.0, x, w)
 
 
+def test_one_row_times_rows_of_b_takes_threads_from_the_kernels_row_stream(kernel, dtype, monkeypatch):
+    """One row times a B with contiguous rows (the single-row stream), as a matrix or as a
+    vector, is shared out from the kernel's ``parallel_min_row_stream`` elements of B, not
+    below (its threads cost more than they save there); the same bits either way."""
+    rng = np.random.default_rng(4)
+    k = 256
+    min_stream = kernel.config.parallel_min_row_stream.of(dtype.itemsize)
+    parallel_runs = []
+    original = runners.run_unpacked_parallel
+
+    def recording(*args, **kwargs):
+        parallel_runs.append(args[-1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
+    for n, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+        x = random_matrix(rng, (1, k), dtype)
+        w = random_matrix(rng, (k, n), dtype)
+        expected = chain_reference(1.0, x, w)
+        for operand in (x, x[0]):
+            del parallel_runs[:]
+            with smallgemm.num_threads(2):
+                got = smallgemm.matmul(operand, w)
+            assert parallel_runs == ([2] if shared_out else []), (n, operand.ndim)
+            np.testing.assert_array_equal(got.reshape(1, n), expected, err_msg=f"n {n}")
+
+
 def test_one_row_on_several_workers_streams_columns_per_worker_with_the_same_bits(kernel, dtype, limits):
     """One row times a B large enough to be shared out (rows contiguous): each worker
     streams its own columns of every row (``gemv_rows``); the bits are those of one
     thread, and of the row inside a packed product."""
     rng = np.random.default_rng(12)
     k = 130  # a tail past the vectors of every kernel, one KC block
-    n = kernel.config.parallel_min_stream // k + 37
+    min_stream = kernel.config.parallel_min_row_stream.of(dtype.itemsize)
+    n = min_stream // k + 37
     x = random_matrix(rng, (1, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):
         expected = smallgemm.matmul(x, w)
     assert_close(expected, 1.0, x, w)
-    assert n * k >= kernel.config.parallel_min_stream
+    assert n * k >= min_stream
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(smallgemm.matmul(x, w), expected, err_msg=f"{threads} threads")

@@ -210,15 +210,16 @@ def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     s0, s1 = mat.strides
     if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size:
         return None
-    if rules.worth_threads(prepared.current_prepared(dtype).config, length, 1, k, True, dtype):
+    if s0 != size and s1 != size:
+        return None
+    # The columns of mat contiguous: dots of them with v; else its rows, which v streams in order.
+    dots = s0 == size
+    if rules.worth_threads(
+        prepared.current_prepared(dtype).config, length, 1, k, True, dtype, row_stream=not dots
+    ):
         return None
     c = np.empty(length, dtype)
-    if s0 == size:  # the columns of mat are contiguous: dots of them with v
-        runners.run_vector(v, mat.T, c, True)
-    elif s1 == size:  # its rows: v streams them in order
-        runners.run_vector(v, mat, c, False)
-    else:
-        return None
+    runners.run_vector(v, mat.T if dots else mat, c, dots)
     return c
 
 

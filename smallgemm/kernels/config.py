@@ -65,6 +65,10 @@ class KernelConfig:
     # so threads pay from ~35 us of work, whatever the products' size.
     parallel_min_stack_volume: BySize
     stack_product_overhead: BySize
+    # One row times a B with contiguous rows (the single-row stream, ``x @ W``, and a vector
+    # times a matrix) is worth threads from this many elements of B, where its threads' fixed
+    # cost is paid back; every other unpacked product from ``parallel_min_stream``.
+    parallel_min_row_stream: BySize
     # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and
     # only grows the workspace.
     nc_max: int = 4096

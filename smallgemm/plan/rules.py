@@ -169,10 +169,14 @@ def stack_worth_threads(config: KernelConfig, count: int, m: int, n: int, k: int
     return volume >= config.parallel_min_stack_volume.of(size)
 
 
-def worth_threads(config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype) -> bool:
+def worth_threads(
+    config: KernelConfig, m: int, n: int, k: int, unpacked: bool, dtype: np.dtype, row_stream: bool = False
+) -> bool:
     """Whether one product is worth splitting between threads: enough multiply-adds, or
-    (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``)."""
+    (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``);
+    ``row_stream``: one row times a B with contiguous rows, from ``parallel_min_row_stream``."""
     streamed = k * (m if n == 1 else n)
-    return m * n * k >= config.parallel_min_volume.of(dtype.itemsize) or (
-        unpacked and streamed >= config.parallel_min_stream
+    min_stream = (
+        config.parallel_min_row_stream.of(dtype.itemsize) if row_stream else config.parallel_min_stream
     )
+    return m * n * k >= config.parallel_min_volume.of(dtype.itemsize) or (unpacked and streamed >= min_stream)

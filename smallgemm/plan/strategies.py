@@ -135,6 +135,11 @@ def _unpacked_worth_threads(p: Problem) -> bool:
     return rules.worth_threads(p.prep.config, p.m, p.n, p.k, True, p.dtype)
 
 
+def _tiles_worth_threads(p: Problem) -> bool:
+    """The direct tiles' rule: B's rows are contiguous, so one row is the single-row stream."""
+    return rules.worth_threads(p.prep.config, p.m, p.n, p.k, True, p.dtype, row_stream=p.m == 1)
+
+
 def _blocked_worth_threads(p: Problem) -> bool:
     return rules.worth_threads(p.prep.config, p.m, p.n, p.k, False, p.dtype)
 
@@ -260,7 +265,7 @@ PRODUCT = Table(
             "multiply-adds, few rows (m <= few_rows_max), n within the narrow tile, or on one thread up to "
             "the kernel's one-thread volume (rules.use_unpacked)",
             lambda p: p.unpacked,
-            _unpacked_worth_threads,
+            _tiles_worth_threads,
             _unpacked_serial,
             _unpacked_parallel,
             **_UNPACKED_ENTRIES,
