@@ -387,7 +387,8 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
     reading A from a copy of each group's rows; other kernels, and other rows, keep the
     few-rows tile.  Either way: the chain
     reference's bits, for rows of A a power of two apart, a transposed and a reversed A,
-    several groups, KC blocks and column chunks, beta and a strided C, on any thread count."""
+    several groups, KC blocks and column chunks, beta and a strided C, in a stack, on any
+    thread count."""
     rng = np.random.default_rng(threads)
     narrow, size = kernel.narrow, dtype.itemsize
     group = unpacked.strip_rows(shared.STREAM_STRIP_BYTES, narrow.cols(size), size)
@@ -420,5 +421,10 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
                 expected = chain_reference(-0.5, wide, w, 2.0, c)
                 got = smallgemm.gemm(-0.5, wide, w, beta=2.0, c=c)
                 np.testing.assert_array_equal(got, expected, err_msg=f"m {m} gemm")
+                stacked = smallgemm.matmul(np.stack([wide, wide[::-1]]), np.stack([w, w[:, ::-1]]))
+                for t, (x, y) in enumerate(((wide, w), (wide[::-1], w[:, ::-1]))):
+                    np.testing.assert_array_equal(
+                        stacked[t], chain_reference(1.0, x, y), err_msg=f"m {m} stack {t}"
+                    )
     finally:
         in_force.set_block_sizes(kernel, dtype, None)
