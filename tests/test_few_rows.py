@@ -14,6 +14,20 @@ from smallgemm.kernels import BySize, shared
 from smallgemm.plan import blocking, in_force, rules, runners
 
 
+@pytest.fixture
+def parallel_runs(monkeypatch):
+    """The worker counts of the threaded unpacked products run while the test runs."""
+    runs = []
+    original = runners.run_unpacked_parallel
+
+    def recording(*args, **kwargs):
+        runs.append(args[-1])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
+    return runs
+
+
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 40])
 def test_few_rows_against_reference(kernel, dtype, m):
     rng = np.random.default_rng(m)
@@ -261,7 +275,7 @@ def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, 
 @pytest.mark.parametrize("transposed", [False, True], ids=["row_major", "transposed"])
 @pytest.mark.parametrize("m", [1, 2, 4])
 def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
-    kernel, dtype, m, transposed, monkeypatch
+    kernel, dtype, m, transposed, parallel_runs
 ):
     """Below the parallel volume, a few-rows product whose B is large still streams B on
     every worker (it is memory-bound); the bits do not depend on the thread count."""
@@ -275,14 +289,6 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     assert m * n * k < config.parallel_min_volume.of(dtype.itemsize)
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
-    parallel_runs = []
-    original = runners.run_unpacked_parallel
-
-    def recording(*args, **kwargs):
-        parallel_runs.append(args[-1])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
     results = []
     for threads in (1, 2, 3, 8):
         with smallgemm.num_threads(threads):
@@ -293,21 +299,13 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     assert_close(results[0], 1.0, x, w)
 
 
-def test_one_row_times_rows_of_b_takes_threads_from_the_kernels_row_stream(kernel, dtype, monkeypatch):
+def test_one_row_times_rows_of_b_takes_threads_from_the_kernels_row_stream(kernel, dtype, parallel_runs):
     """One row times a B with contiguous rows (the single-row stream), as a matrix or as a
     vector, is shared out from the kernel's ``parallel_min_row_stream`` elements of B, not
     below (its threads cost more than they save there); the same bits either way."""
     rng = np.random.default_rng(4)
     k = 256
     min_stream = kernel.config.parallel_min_row_stream.of(dtype.itemsize)
-    parallel_runs = []
-    original = runners.run_unpacked_parallel
-
-    def recording(*args, **kwargs):
-        parallel_runs.append(args[-1])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
     for n, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
         x = random_matrix(rng, (1, k), dtype)
         w = random_matrix(rng, (k, n), dtype)

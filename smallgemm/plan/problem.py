@@ -93,6 +93,18 @@ class Problem:
             )
         return form
 
+    def empty(self) -> bool:
+        """C has no elements (the tables' first row)."""
+        return self.m == 0 or self.n == 0
+
+    def scale_only(self) -> bool:
+        """Nothing to multiply: C = beta*C."""
+        return self.k == 0 or self.alpha == 0
+
+    def continues_chain(self) -> bool:
+        """gemm's continued chain: each element's chain goes on from C (alpha == beta == 1)."""
+        return self.alpha == 1 and self.beta == 1
+
     def orientation(self, turns: bool) -> tuple[bool, bool]:
         """How the table reads this problem, decided before any of its rows is tested, so that
         their fit rules only read it: (swapped, turned).  Swapped: ``rules.swaps``.  Turned,
@@ -102,11 +114,9 @@ class Problem:
         prep = self.prep
         if rules.swaps(prep.config, self.a, self.b, self.c, prep.narrow_cols):
             return True, False
-        computes = (
-            self.m and self.n and self.k and self.alpha != 0 and not (self.alpha == 1 and self.beta == 1)
-        )
-        return False, bool(
-            turns and computes and rules.turns_few_rows(prep.config, self.a, self.b, prep.turned_rows)
+        computes = not (self.empty() or self.scale_only() or self.continues_chain())
+        return False, turns and computes and rules.turns_few_rows(
+            prep.config, self.a, self.b, prep.turned_rows
         )
 
     def orient(self, swapped: bool, turned: bool) -> None:

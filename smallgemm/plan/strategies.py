@@ -200,7 +200,7 @@ _STACK = (entries.BATCHED,)
 EMPTY = Strategy(
     "empty",
     "C has no elements (m == 0 or n == 0)",
-    lambda p: p.m == 0 or p.n == 0,
+    Problem.empty,
     None,
     lambda p: None,
     tile=described.no_tile,
@@ -208,7 +208,7 @@ EMPTY = Strategy(
 SCALE_ONLY = Strategy(
     "scale only",
     "nothing to multiply (k == 0 or alpha == 0): C = beta*C",
-    lambda p: p.k == 0 or p.alpha == 0,
+    Problem.scale_only,
     None,
     lambda p: runners.scale(p.c, p.beta),
     tile=described.no_tile,
@@ -223,7 +223,7 @@ PRODUCT = Table(
             "continued chain",
             "gemm with alpha == beta == 1: each element's chain goes on from C "
             "(the blocked loops, which read C into the tiles)",
-            lambda p: p.alpha == 1 and p.beta == 1,
+            Problem.continues_chain,
             _blocked_worth_threads,
             _blocked_serial,
             _blocked_parallel,
