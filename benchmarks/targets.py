@@ -48,7 +48,8 @@ def rand(*shape, dtype=np.float32):
 
 
 def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1, bytes_read=0):
-    """One table row: medians of ``ours`` and ``theirs`` timed interleaved, and their ratio.
+    """One table row: medians of ``ours`` and ``theirs`` timed interleaved, and their ratio;
+    returns the two medians per call.
 
     A run of ``ours`` or ``theirs`` may make ``calls_per_run`` calls (see
     ``calls_in_a_loop``); the medians are then per call.  With ``bytes_read`` (what a
@@ -72,6 +73,7 @@ def compare(name, ours, theirs, threads, target, repeats=None, calls_per_run=1, 
         f"| {target} |",
         flush=True,
     )
+    return ours_call, theirs_call
 
 
 _PEAK_READ: list[float] = []
