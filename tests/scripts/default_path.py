@@ -7,7 +7,8 @@ thread count or kernel that a test names in the environment.  For each product a
 (those whose label holds LABEL) it reports the rows ``explain`` names and those the table
 chose (the small ways in choose none), the compiled entries ``explain`` says the product
 runs (``Explanation.entries``) and those it called, how many of its
-ROUNDS calls ran on the first-use driver (``info()["first_use"]["runs"]``), and whether
+ROUNDS calls ran on the first-use driver (``warmup.first_use_runs()``, the count
+``info()["first_use"]["runs"]`` reports), and whether
 its result matches NumPy's.
 """
 
@@ -19,79 +20,69 @@ import numpy as np
 import smallgemm
 
 
-def _rng(seed):
-    return np.random.default_rng(seed)
+def _random(seed, shape, dtype):
+    """Uniform values in [-1, 1), drawn in ``dtype`` itself (no float64 draw to convert)."""
+    return np.random.default_rng(seed).random(shape, dtype=dtype) * 2 - 1
 
 
 def _pair(m, k, n, dtype, seed, b_transposed=False):
-    rng = _rng(seed)
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = (
-        rng.standard_normal((n, k)).astype(dtype).T
-        if b_transposed
-        else rng.standard_normal((k, n)).astype(dtype)
-    )
+    a = _random(seed, (m, k), dtype)
+    b = _random(seed + 100, (n, k), dtype).T if b_transposed else _random(seed + 100, (k, n), dtype)
     return a, b
 
 
 def _stack(batch, m, k, n, dtype, seed):
-    rng = _rng(seed)
-    return rng.standard_normal((batch, m, k)).astype(dtype), rng.standard_normal((batch, k, n)).astype(dtype)
+    return _random(seed, (batch, m, k), dtype), _random(seed + 100, (batch, k, n), dtype)
+
+
+def _gemm(alpha, beta, c):
+    """``gemm`` into ``c`` (the same ``c`` on every round: a chain continued)."""
+    return lambda a, b: smallgemm.gemm(alpha, a, b, beta=beta, c=c)
 
 
 def products(dtype):
-    """(label, a, b, call): ``call(a, b)`` computes the product as a user would."""
-    rng = _rng(7)
-    w = rng.standard_normal((2048, 512)).astype(dtype)
-    chain_c = rng.standard_normal((300, 300)).astype(dtype)
-    packed_b = rng.standard_normal((300, 2048)).astype(dtype)
-    packed = smallgemm.pack(packed_b)
+    """(label, make): ``make()`` returns (a, b, call), and ``call(a, b)`` computes the product as
+    a user would.  The operands are made only for the products a run asks for (its LABEL)."""
+    mm = smallgemm.matmul
+    w = lambda: _random(7, (2048, 512), dtype)  # noqa: E731
+    packed = lambda: smallgemm.pack(_random(22, (300, 2048), dtype))  # noqa: E731
     return [
-        ("empty", np.empty((0, 5), dtype), np.empty((5, 3), dtype), smallgemm.matmul),
-        ("scale only", np.empty((3, 0), dtype), np.empty((0, 4), dtype), smallgemm.matmul),
+        ("empty", lambda: (np.empty((0, 5), dtype), np.empty((5, 3), dtype), mm)),
+        ("scale only", lambda: (np.empty((3, 0), dtype), np.empty((0, 4), dtype), mm)),
         (
             "continued chain 300^3",
-            *_pair(300, 300, 300, dtype, 1),
-            lambda a, b: smallgemm.gemm(1.0, a, b, beta=1.0, c=chain_c),
+            lambda: (*_pair(300, 300, 300, dtype, 1), _gemm(1.0, 1.0, _random(19, (300, 300), dtype))),
         ),
         (
             "gemm beta 0.5, k past KC",
-            *_pair(64, 3000, 64, dtype, 2),
-            lambda a, b: smallgemm.gemm(2.0, a, b, beta=0.5, c=np.ones((64, 64), dtype)),
+            lambda: (*_pair(64, 3000, 64, dtype, 2), _gemm(2.0, 0.5, np.ones((64, 64), dtype))),
         ),
-        ("turned few rows [8,150] @ W.T", *_pair(8, 150, 260, dtype, 3, b_transposed=True), smallgemm.matmul),
-        ("turned few rows [4,150] @ W.T", *_pair(4, 150, 260, dtype, 3, b_transposed=True), smallgemm.matmul),
-        ("row dots W[2048,512] @ x", w, rng.standard_normal(512).astype(dtype), smallgemm.matmul),
-        ("row dots [1,512] @ W.T", rng.standard_normal((1, 512)).astype(dtype), w.T, smallgemm.matmul),
-        (
-            "transposing stream [5,150] @ W.T",
-            *_pair(5, 150, 260, dtype, 4, b_transposed=True),
-            smallgemm.matmul,
-        ),
-        ("direct tiles 16^3", *_pair(16, 16, 16, dtype, 5), smallgemm.matmul),
-        ("direct tiles 37x23x45", *_pair(37, 23, 45, dtype, 5), smallgemm.matmul),
-        ("few rows [8,512] @ [512,2048]", *_pair(8, 512, 2048, dtype, 6), smallgemm.matmul),
-        ("few rows [1,512] @ [512,2048]", *_pair(1, 512, 2048, dtype, 6), smallgemm.matmul),
-        ("blocked 300^3", *_pair(300, 300, 300, dtype, 8), smallgemm.matmul),
-        ("blocked 1024^3", *_pair(1024, 1024, 1024, dtype, 9), smallgemm.matmul),
+        ("turned few rows [8,150] @ W.T", lambda: (*_pair(8, 150, 260, dtype, 3, b_transposed=True), mm)),
+        ("turned few rows [4,150] @ W.T", lambda: (*_pair(4, 150, 260, dtype, 3, b_transposed=True), mm)),
+        ("row dots W[2048,512] @ x", lambda: (w(), _random(20, 512, dtype), mm)),
+        ("row dots [1,512] @ W.T", lambda: (_random(21, (1, 512), dtype), w().T, mm)),
+        ("transposing stream [5,150] @ W.T", lambda: (*_pair(5, 150, 260, dtype, 4, b_transposed=True), mm)),
+        ("direct tiles 16^3", lambda: (*_pair(16, 16, 16, dtype, 5), mm)),
+        ("direct tiles 37x23x45", lambda: (*_pair(37, 23, 45, dtype, 5), mm)),
+        ("few rows [8,512] @ [512,2048]", lambda: (*_pair(8, 512, 2048, dtype, 6), mm)),
+        ("few rows [1,512] @ [512,2048]", lambda: (*_pair(1, 512, 2048, dtype, 6), mm)),
+        ("blocked 300^3", lambda: (*_pair(300, 300, 300, dtype, 8), mm)),
+        ("blocked 1024^3", lambda: (*_pair(1024, 1024, 1024, dtype, 9), mm)),
         (
             "folded [64,128,512] @ [512,512]",
-            _rng(10).standard_normal((64, 128, 512)).astype(dtype),
-            _rng(11).standard_normal((512, 512)).astype(dtype),
-            smallgemm.matmul,
+            lambda: (_random(10, (64, 128, 512), dtype), _random(11, (512, 512), dtype), mm),
         ),
-        ("prepacked few rows", _rng(12).standard_normal((5, 300)).astype(dtype), packed, smallgemm.matmul),
-        ("prepacked", _rng(13).standard_normal((200, 300)).astype(dtype), packed, smallgemm.matmul),
+        ("prepacked few rows", lambda: (_random(12, (5, 300), dtype), packed(), mm)),
+        ("prepacked", lambda: (_random(13, (200, 300), dtype), packed(), mm)),
         # Not small; a 3-D stack of one takes matmul's 2-D way in, a 4-D one the stack table's row.
         (
             "lone product stack",
-            *(x[np.newaxis] for x in _stack(1, 300, 300, 300, dtype, 14)),
-            smallgemm.matmul,
+            lambda: (*(x[np.newaxis] for x in _stack(1, 300, 300, 300, dtype, 14)), mm),
         ),
-        ("stack serial", *_stack(5, 20, 30, 25, dtype, 15), smallgemm.matmul),
-        ("stack 1000x16x16", *_stack(1000, 16, 16, 16, dtype, 16), smallgemm.matmul),
-        ("stack tasks", *_stack(8, 256, 256, 256, dtype, 17), smallgemm.matmul),
-        ("stack each product on all workers", *_stack(3, 4, 4096, 4096, dtype, 18), smallgemm.matmul),
+        ("stack serial", lambda: (*_stack(5, 20, 30, 25, dtype, 15), mm)),
+        ("stack 1000x16x16", lambda: (*_stack(1000, 16, 16, 16, dtype, 16), mm)),
+        ("stack tasks", lambda: (*_stack(8, 256, 256, 256, dtype, 17), mm)),
+        ("stack each product on all workers", lambda: (*_stack(3, 4, 4096, 4096, dtype, 18), mm)),
     ]
 
 
@@ -117,7 +108,7 @@ def _recording(get, name, ran):
 
 
 def main(rounds: int, only: str) -> None:
-    from smallgemm.plan import dispatch, entries, strategies
+    from smallgemm.plan import dispatch, entries, strategies, warmup
 
     chosen = []  # the rows the table chose (the first call of a placement; later ones replay it)
     choose = strategies.choose
@@ -128,15 +119,16 @@ def main(rounds: int, only: str) -> None:
     kernel = dispatch.current()
     report = []
     for dtype in (np.float32, np.float64):
-        for label, a, b, call in products(np.dtype(dtype)):
+        for label, make in products(np.dtype(dtype)):
             if only not in label:
                 continue
+            a, b, call = make()
             found = smallgemm.explain(a, b)
-            before = smallgemm.info()["first_use"]["runs"]
+            before = warmup.first_use_runs()
             del chosen[:], ran[:]
             for _ in range(rounds):
                 got = call(a, b)
-            runs = smallgemm.info()["first_use"]["runs"] - before
+            runs = warmup.first_use_runs() - before
             close = label.startswith(("continued", "gemm")) or np.allclose(
                 got, _reference(a, b), rtol=1e-3, atol=1e-3 * max(1, a.shape[-1]) ** 0.5
             )
