@@ -103,3 +103,23 @@ def test_a_cached_caller_links_its_routines_in_a_fresh_process(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr
     assert runs[0].stdout.split()[-1] == "0"
     assert runs[1].stdout.split()[-1] == "2"  # both dtypes' BLOCKED loaded, not compiled
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
+def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
+    """The narrow tile's row stream (``TileShape.stream_from``: AVX-512) and row dots in pairs
+    of row blocks (``dot_pairs``: AVX2): a kernel's UNPACKED entry links each where its tiles
+    take it, and compiles nothing for it on the other kernels."""
+    from smallgemm.drivers.unpacked import row_dots, stream
+    from smallgemm.kernels import KERNELS
+    from smallgemm.plan import entries
+
+    for kernel in KERNELS:
+        entries.UNPACKED.get(kernel, np.dtype(dtype))
+        streams = {t[0].shape for t in stream.stream_tiles.linked.compiled}
+        pairs = {t[0].shape for t in row_dots.dot_row_pairs.linked.compiled}
+        assert (kernel.narrow in streams) == (kernel.narrow.stream_from > 0), kernel.name
+        assert kernel.few in streams, kernel.name  # the few-rows tile's stream, on every kernel
+        assert (kernel.gemv in pairs) == kernel.gemv.dot_pairs, kernel.name
+    assert {k.name for k in KERNELS if k.narrow.stream_from} == {"avx512"}
+    assert {k.name for k in KERNELS if k.gemv.dot_pairs} == {"avx2"}

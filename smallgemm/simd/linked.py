@@ -75,33 +75,53 @@ class Linked:
         return f"linked({self.name})"
 
 
-def linked(pyfunc=None, *, parallel: bool = False) -> object:
+def linked(pyfunc=None, *, parallel: bool = False, where=None) -> object:
     """Declare ``pyfunc`` (a plain function, jit-compatible) a linked routine; returns the
     intrinsic that jitted code calls it by.  ``@linked(parallel=True)``: a routine that runs
     ``prange`` loops, itself or in the jitted functions it calls (compiled as Numba's
-    ``parallel=True`` functions are, their thread pool started when it is linked)."""
+    ``parallel=True`` functions are, their thread pool started when it is linked).
+    ``where``: as for ``only_where``, for a routine that only some kernels run."""
     if pyfunc is None:
-        return lambda function: linked(function, parallel=parallel)
-    routine = Linked(pyfunc, parallel)
-    arity = pyfunc.__code__.co_argcount
+        return lambda function: linked(function, parallel=parallel, where=where)
+    return _call(Linked(pyfunc, parallel), pyfunc.__name__, where)
+
+
+def only_where(call, reached) -> object:
+    """``call`` (what ``@linked`` returned) for the callers whose route reaches it only with
+    some argument types: where ``reached(*argument types)`` is false, the call compiles to
+    nothing and links nothing.  For a way that only some kernels take (their tile types say
+    so), which the others would otherwise compile without ever running it."""
+    routine = call.linked
+    return _call(routine, f"{routine.pyfunc.__name__}_where_reached", reached)
+
+
+def _call(routine: Linked, name: str, reached):
+    """The intrinsic that calls ``routine`` by name (``_typed``)."""
+    arity = routine.pyfunc.__code__.co_argcount
     parameters = ", ".join(f"a{i}" for i in range(arity))
     # An intrinsic's typing function takes its arguments by name: one of the routine's arity.
-    source = f"def typer(typingctx, {parameters}):\n    return _typed(routine, ({parameters},))\n"
-    namespace = {"_typed": _typed, "routine": routine}
+    source = f"def typer(typingctx, {parameters}):\n    return _typed(routine, ({parameters},), reached)\n"
+    namespace = {"_typed": _typed, "routine": routine, "reached": reached}
     exec(source, namespace)
     typer = namespace["typer"]
-    typer.__name__ = typer.__qualname__ = pyfunc.__name__
-    typer.__module__ = pyfunc.__module__
+    typer.__name__ = typer.__qualname__ = name
+    typer.__module__ = routine.pyfunc.__module__
     call = intrinsic(typer)
     call.linked = routine
     return call
 
 
-def _typed(routine: Linked, actual: tuple):
+def _nothing(context, builder, signature, args):
+    return context.get_dummy_value()
+
+
+def _typed(routine: Linked, actual: tuple, reached):
     argtypes = tuple(types.unliteral(t) for t in actual)
     for t in argtypes:
         if isinstance(t, (types.Array, types.BaseTuple)):
             return None  # not a C argument: the routine takes pointers and scalars
+    if reached is not None and not reached(*argtypes):
+        return types.void(*argtypes), _nothing
     symbol = routine.link(argtypes)
 
     def codegen(context, builder, signature, args):

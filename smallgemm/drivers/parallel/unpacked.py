@@ -32,6 +32,7 @@ from ..unpacked import (
     dot_pairs_suit,
     dot_rows_of,
     fetches_ahead,
+    narrow_stream_tiles,
     stream_tiles,
     tile_choice,
     unpacked_form,
@@ -65,8 +66,8 @@ def unpacked_task(
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
                      sums, scratch, fetch)
     elif tile_of == NARROW_STREAM:
-        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                     kc, sums, scratch, fetch)
+        narrow_stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
+                            cs_c, kc, sums, scratch, fetch)
     else:
         unpacked_part(shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
                       cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)

@@ -58,6 +58,7 @@ from .stream import (  # noqa: F401
     STREAM_SIZE,
     STREAM_SUMS,
     fetches_ahead,
+    narrow_stream_tiles,
     stream_strips,
     stream_tiles,
     strip_rows,

@@ -164,7 +164,7 @@ def dot_pairs_suit(rule, mat, rows, ldm):
     return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
 
 
-@linked
+@njit(cache=True)
 def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
     """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
 
@@ -184,12 +184,13 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     dot_rows_of(rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
 
 
-@njit(cache=True)
+@linked
 def dot_rows_of(
     rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
 ):
     """``dot_rows`` with the choice of pairs made (by the caller: ``dot_rows_parallel``
-    makes it once for the whole matrix)."""
+    makes it once for the whole matrix).  Linked, so that the serial path and the
+    parallel driver's tasks call one compiled copy of its row-block loops."""
     if sums_lane_wise(rule) and v_stride == 1:
         dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums)
         return
@@ -197,11 +198,23 @@ def dot_rows_of(
     done = 0
     if paired:
         done = rows - rows % (2 * lanes)
-        dot_row_blocks(rule, dot_pair_zero(rule, mat), 2 * lanes, done, k, alpha, beta, v, v_off, v_stride, mat,
-                       m_off, ldm, c, c_off, cs_c, kc, sums)
+        dot_row_pairs(rule, done, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
     if done < rows:
         dot_row_blocks(rule, dot_zero(rule, mat), lanes, rows - done, k, alpha, beta, v, v_off, v_stride, mat,
                        m_off + done * ldm, ldm, c, c_off + done * cs_c, cs_c, kc, sums)
+
+
+def _kernel_takes_pairs(rule, *rest) -> bool:
+    return rule.shape.dot_pairs
+
+
+@linked(where=_kernel_takes_pairs)
+def dot_row_pairs(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
+    """``dot_row_blocks`` on pairs of row blocks (``rows`` a multiple of a pair's rows), compiled
+    only for a kernel whose GEMV tile sets ``dot_pairs``: ``dot_pairs_suit`` is false on the others."""
+    pair_rows = 2 * tile_lanes(rule, mat)
+    dot_row_blocks(rule, dot_pair_zero(rule, mat), pair_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off,
+                   ldm, c, c_off, cs_c, kc, sums)
 
 
 @njit(cache=True)

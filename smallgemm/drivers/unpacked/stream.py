@@ -40,7 +40,7 @@ from ...simd import (
     tile_streams_from,
     tile_zero,
 )
-from ...simd.linked import linked
+from ...simd.linked import linked, only_where
 from ..blocked import merge_mode
 from ..packing import pack_b_panel
 
@@ -98,6 +98,15 @@ def stream_tiles(
                       kc, sums, scratch, fetch)
     stream_strips(tile, m, n - lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + lead, rs_b, cs_b, c,
                   c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
+
+
+def _narrow_tile_streams(tile, *rest) -> bool:
+    return tile.shape.stream_from > 0
+
+
+# ``stream_tiles`` on the narrow tile (NARROW_STREAM), compiled only for a kernel whose narrow
+# tile streams (``TileShape.stream_from``); ``narrow_streams`` never routes the others there.
+narrow_stream_tiles = only_where(stream_tiles, _narrow_tile_streams)
 
 
 @linked

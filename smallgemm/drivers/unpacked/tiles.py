@@ -25,7 +25,7 @@ from .route import (
     unpacked_route,
 )
 from .row_dots import dot_rows, gemv_rows
-from .stream import fetches_ahead, stream_tiles
+from .stream import fetches_ahead, narrow_stream_tiles, stream_tiles
 
 
 @linked
@@ -95,9 +95,9 @@ def gemm_unpacked(
     paths.  A matrix times a vector whose rows are contiguous along k (``W @
     x``, ``x @ W.T``) takes ``dot_rows``.
 
-    Compiled into its callers (UNPACKED's entry, ``gemm_unpacked_stack``): a linked call
-    there made the 16x16 call 2-3 % slower; the parallel driver's tasks call it by name
-    (``unpacked_part``).
+    Compiled into UNPACKED's entry: a linked call there made the 16x16 call 2-3 % slower;
+    the parallel driver's tasks and a stack's products on the routes without a tile loop
+    call it by name (``unpacked_part``).
     """
     choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == DOTS_OF_A_ROWS:
@@ -117,8 +117,8 @@ def gemm_unpacked(
         stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
                      sums, scratch, fetches_ahead(few, a, n, k, cs_b))
     elif choice == NARROW_STREAM:
-        stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                     kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+        narrow_stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
+                            cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
     elif choice == GEMV_TILE:
         gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
     else:
@@ -147,8 +147,10 @@ def gemm_unpacked_stack(
     For the resident tile, the tile and the compiled loop for the strides are
     chosen once per stack, not once per product (saving ~10 ns of a ~100 ns
     float32 16x16x16 product); for one strip of B in the common layout the loop
-    over products holds ``resident_strip`` inlined.  The main tile is chosen once
-    per stack too (saving 8 % of a stack of 1000 float32 16x16x16 products, AVX2).
+    over products holds ``resident_strip`` inlined.  The main and the narrow tile are
+    chosen once per stack too (saving 8 % of a stack of 1000 float32 16x16x16 products,
+    AVX2), with their loops inlined; the other routes go through ``unpacked_part``, so the
+    stack loop holds no second copy of ``gemm_unpacked``.
     """
     choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == MAIN_TILE:
@@ -170,8 +172,14 @@ def gemm_unpacked_stack(
                 resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
                                c, offsets_c[t], rs_c, cs_c, scratch)
         return
+    if choice == NARROW_TILE:
+        for t in range(count):
+            unpacked_tiles(narrow, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
+                           c, offsets_c[t], rs_c, cs_c, kc, scratch)
+        return
+    # The other routes (row dots, streams) call a linked routine per product anyway.
     for t in range(count):
-        gemm_unpacked(
+        unpacked_part(
             shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a,
             b, offsets_b[t], rs_b, cs_b, c, offsets_c[t], rs_c, cs_c, kc, scratch, sums,
         )
