@@ -282,8 +282,8 @@ def test_few_rows_with_a_large_b_use_the_workers_with_the_same_bits(
     rng = np.random.default_rng(m)
     config = kernel.config
     row_stream = m == 1 and not transposed
-    min_stream = (
-        config.parallel_min_row_stream.of(dtype.itemsize) if row_stream else config.parallel_min_stream
+    min_stream = (config.parallel_min_row_stream if row_stream else config.parallel_min_stream).of(
+        dtype.itemsize
     )
     k, n = 300, min_stream // 300 + 50
     assert m * n * k < config.parallel_min_volume.of(dtype.itemsize)
@@ -318,6 +318,46 @@ def test_one_row_times_rows_of_b_takes_threads_from_the_kernels_row_stream(kerne
             np.testing.assert_array_equal(got.reshape(1, n), expected, err_msg=f"n {n}")
 
 
+def test_memory_bound_products_take_threads_from_the_kernels_stream(kernel, dtype, parallel_runs):
+    """Row dots (``W @ x``), the few-rows stream (``[4,k] @ B``) and the transposing stream
+    (``[4,k] @ W.T``), far below the parallel volume, are shared out from the kernel's
+    ``parallel_min_stream`` elements streamed, not below; the same bits either way."""
+    rng = np.random.default_rng(6)
+    k = 256
+    min_stream = kernel.config.parallel_min_stream.of(dtype.itemsize)
+    for count, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+        w = random_matrix(rng, (count, k), dtype)
+        v = random_matrix(rng, (k, 1), dtype)
+        x = random_matrix(rng, (4, k), dtype)
+        b = random_matrix(rng, (k, count), dtype)
+        assert 4 * count * k < kernel.config.parallel_min_volume.of(dtype.itemsize)
+        for a_op, b_op in ((w, v), (x, b), (x, w.T)):
+            del parallel_runs[:]
+            with smallgemm.num_threads(2):
+                got = smallgemm.matmul(a_op, b_op)
+            assert parallel_runs == ([2] if shared_out else []), (count, a_op.shape, b_op.shape)
+            np.testing.assert_array_equal(got, chain_reference(1.0, a_op, b_op))
+
+
+def test_few_rows_times_a_packed_b_take_threads_from_the_kernels_packed_rows(kernel, dtype, monkeypatch):
+    """One row times a prepacked B is shared out from the kernel's ``parallel_min_packed_rows``
+    elements of B, not below; the same bits either way."""
+    runs = []
+    real = runners.run_prepacked_parallel
+    monkeypatch.setattr(runners, "run_prepacked_parallel", lambda *args: runs.append(args[-2]) or real(*args))
+    rng = np.random.default_rng(7)
+    k = 256
+    min_stream = kernel.config.parallel_min_packed_rows.of(dtype.itemsize)
+    for n, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+        x = random_matrix(rng, (1, k), dtype)
+        b = random_matrix(rng, (k, n), dtype)
+        del runs[:]
+        with smallgemm.num_threads(2):
+            got = smallgemm.matmul(x, smallgemm.pack(b))
+        assert runs == ([2] if shared_out else []), n
+        np.testing.assert_array_equal(got, chain_reference(1.0, x, b))
+
+
 def test_one_row_on_several_workers_streams_columns_per_worker_with_the_same_bits(kernel, dtype, limits):
     """One row times a B large enough to be shared out (rows contiguous): each worker
     streams its own columns of every row (``gemv_rows``); the bits are those of one
@@ -347,7 +387,12 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     worker for a row-major B, three for a transposed one): same bits on 1, 2, 3 and 8 threads."""
     rng = np.random.default_rng(m)
     config = kernel.config
-    k, n = 300, config.parallel_min_stream // 300 + 50
+    # Worth threads, and large enough that a transposed B's next strip is requested ahead.
+    k, n = (
+        300,
+        max(config.parallel_min_stream.of(dtype.itemsize), shared.TRANSPOSED_FETCH_MIN_BYTES // 4) // 300
+        + 50,
+    )
     assert rules.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)

@@ -134,7 +134,7 @@ def test_row_dots_from_any_start_within_a_vector(kernel, dtype, k, always_parall
     """Row dots of rows that all start at one place within a vector, for every place: the
     steps before a vector boundary taken on their own (in every KC block) give the bits of
     the blocked driver, on any thread count."""
-    limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
+    limits(parallel_min_stream=BySize(0, 0))  # no one-thread way in, whatever the size
     rng = np.random.default_rng(k)
     lanes = kernel.gemv.lanes(dtype.itemsize)
     in_force.set_block_sizes(
@@ -167,7 +167,7 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
     rng = np.random.default_rng(3)
     n = shared.GEMV_CHUNK + 21  # a chunk, its lead and a chunk of edge columns
     ld = -(-(n + 1) // 16) * 16
-    k = kernel.config.parallel_min_stream // n + 3  # shared out between the workers
+    k = kernel.config.parallel_min_stream.of(dtype.itemsize) // n + 3  # shared out between the workers
     x = random_matrix(rng, (2, k), dtype)
     for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
         expected = blocked_product(x, w)[0]
@@ -186,7 +186,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     (rows far apart, with strips requested ahead, and a last strip cut short) or not (rows
     close together) give the bits of the blocked driver, on any thread count; so does a B
     too narrow to be split."""
-    limits(parallel_min_stream=0)  # shared out whatever the size
+    limits(parallel_min_stream=BySize(0, 0))  # shared out whatever the size
     rng = np.random.default_rng(m)
     cols = kernel.few.cols(dtype.itemsize)
     in_force.set_block_sizes(
@@ -219,7 +219,7 @@ def test_lane_wise_row_dots_when_batch_invariance_is_given_up(
     beta, NaN in C unread), the same bits through every way in, for rows read backwards or
     padded, and on any thread count;
     with a strided vector, and for other products, the invariant bits."""
-    limits(parallel_min_stream=0)  # row dots shared out whatever the size
+    limits(parallel_min_stream=BySize(0, 0))  # row dots shared out whatever the size
     rng = np.random.default_rng(rows * 1000 + k)
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)
     strided = random_matrix(rng, (2 * k,), dtype)[::2]
@@ -264,7 +264,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
     """The lane-wise opt-in is a run-time value of the row-dots rule: the entries compiled
     for the invariant row dots serve it, on one thread and several (a second set cost about
     a minute per kernel and dtype), and its bits are its own."""
-    limits(parallel_min_stream=0)
+    limits(parallel_min_stream=BySize(0, 0))
     rng = np.random.default_rng(17)
     w, x = random_matrix(rng, (90, 70), dtype), random_matrix(rng, (70,), dtype)
     compiled_entries = [e for e in vars(smallgemm_entries).values() if isinstance(e, entry.Entry)]
@@ -288,7 +288,7 @@ def test_giving_batch_invariance_up_compiles_nothing(kernel, dtype, always_paral
 def test_stacks_of_matrix_vector_products_give_the_bits_of_lone_products(kernel, dtype, limits, count):
     """``[t, m, k] @ [t, k, 1]`` (row dots per product), shared out or each on all workers:
     every product the bits of the lone product on one thread."""
-    limits(parallel_min_stack_volume=BySize(0, 0), parallel_min_stream=0)
+    limits(parallel_min_stack_volume=BySize(0, 0), parallel_min_stream=BySize(0, 0))
     rng = np.random.default_rng(count)
     w = random_matrix(rng, (count, 70, 45), dtype)
     x = random_matrix(rng, (count, 45, 1), dtype)
@@ -319,7 +319,7 @@ def test_matrix_times_vector_takes_the_row_dots_and_the_threads_it_is_worth():
 @pytest.mark.parametrize("form", ["W @ x", "x @ W.T"])
 def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, limits, form):
     """Row dots split into runs of row blocks: the bits of one thread on 1, 2, 3 and 8."""
-    limits(parallel_min_stream=0)  # no one-thread way in, whatever the size
+    limits(parallel_min_stream=BySize(0, 0))  # no one-thread way in, whatever the size
     rng = np.random.default_rng(9)
     rows, k = 301, 45
     w, x = random_matrix(rng, (rows, k), dtype), random_matrix(rng, (k,), dtype)

@@ -182,7 +182,7 @@ def test_one_row_times_prepacked_panels_side_by_side_gives_the_chain_references_
     padding), three KC blocks, every merge rule, a strided and a reversed row of A, a
     strided output, on one worker or several (tasks of whole groups): every element is the
     scalar FMA chain."""
-    limits(parallel_min_volume=BySize(0, 0), parallel_min_stream=0)
+    limits(parallel_min_volume=BySize(0, 0), parallel_min_packed_rows=BySize(0, 0))
     nr = kernel.nr(dtype)
     in_force.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=4 * kernel.mr(), nc=8 * nr, kc=64))
     try:
@@ -256,7 +256,7 @@ def test_prepacked_matmul_writes_into_out(kernel, dtype, monkeypatch):
 def test_prepacked_on_threads_gives_the_same_bits(kernel, dtype, tiny_blocks, monkeypatch, trans, limits):
     """Prepacked products on any number of workers (few rows: groups of panels;
     more: row-block tasks) give the bits of the one-thread unpacked operand."""
-    limits(parallel_min_volume=BySize(0, 0), parallel_min_stream=0)
+    limits(parallel_min_volume=BySize(0, 0), parallel_min_packed_rows=BySize(0, 0))
     ran = []
     real = runners.run_prepacked_parallel
     monkeypatch.setattr(runners, "run_prepacked_parallel", lambda *args: ran.append(args[-2:]) or real(*args))

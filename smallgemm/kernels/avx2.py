@@ -40,5 +40,12 @@ KERNEL = Kernel(
         # Forced on a Zen 4 core, two threads against one, [1,512] @ [512,n]: float32 n = 1024
         # 0.91-0.95x, 2048 1.30x; float64 n = 512 1.02x, 768 1.12x, 1024 1.09-1.19x.
         parallel_min_row_stream=BySize(1 << 20, 1 << 19),
+        # Forced on a Zen 4 core, two threads against one, row dots (W @ x, [1,k] @ W.T),
+        # [4,512] @ B and [4,512] @ W.T: float32 at 2^18 elements streamed 0.87-1.33x (W @ x
+        # the 0.87), at 2^19 1.31-2.31x; float64 at 2^17 0.95-1.20x, at 2^18 1.21-1.39x.
+        parallel_min_stream=BySize(1 << 19, 1 << 18),
+        # [1|4,512] @ pack([512,n]), forced on a Zen 4 core: float32 n = 256 0.76-1.00x,
+        # 512 1.14-1.22x; float64 n = 256 1.26-1.61x.
+        parallel_min_packed_rows=BySize(1 << 18, 1 << 17),
     ),
 )

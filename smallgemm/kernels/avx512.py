@@ -42,5 +42,13 @@ KERNEL = Kernel(
         # 768 0.61-0.94x, 1024 1.11-1.15x; float64 n = 512 0.97-1.09x, 768 0.73-1.22x,
         # 1024 1.37-1.38x.
         parallel_min_row_stream=BySize(1 << 19, 1 << 19),
+        # Two threads against one (forced), row dots (W @ x, [1,k] @ W.T), [4,512] @ B and
+        # [4,512] @ W.T: float32 at 2^18 elements streamed [4,512] @ [512,512] 0.72x and
+        # @ W.T 0.89x (row dots 1.01-1.17x), at 2^19 all 1.14-1.50x; float64 at 2^17
+        # 0.93-1.28x, at 2^18 1.23-1.49x.
+        parallel_min_stream=BySize(1 << 19, 1 << 18),
+        # [1|4,512] @ pack([512,n]), two threads against one: float32 n = 256 0.82-0.93x,
+        # 512 1.09-1.20x; float64 n = 256 0.99-1.20x, 512 1.19-1.33x.
+        parallel_min_packed_rows=BySize(1 << 18, 1 << 18),
     ),
 )

@@ -65,10 +65,17 @@ class KernelConfig:
     # so threads pay from ~35 us of work, whatever the products' size.
     parallel_min_stack_volume: BySize
     stack_product_overhead: BySize
+    # An unpacked, memory-bound product (row dots, the few-rows and transposing streams) is
+    # worth threads from this many elements streamed (B, or A when B is one column), whatever
+    # its multiply-adds: below, two threads took longer than one.
+    parallel_min_stream: BySize
     # One row times a B with contiguous rows (the single-row stream, ``x @ W``, and a vector
     # times a matrix) is worth threads from this many elements of B, where its threads' fixed
     # cost is paid back; every other unpacked product from ``parallel_min_stream``.
     parallel_min_row_stream: BySize
+    # Few rows times a prepacked B (``x @ pack(W)``) is worth threads from this many elements
+    # of B.
+    parallel_min_packed_rows: BySize
     # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and
     # only grows the workspace.
     nc_max: int = 4096
@@ -98,8 +105,5 @@ class KernelConfig:
     # portable forced on a Zen 4 core) gain from 128^3 float32 (1.07-1.41x) and 112^3
     # float64 (1.09-1.39x); smaller ones take the one-thread small way in.
     parallel_min_volume: BySize = BySize(144**3, 112**3)
-    # From this many elements streamed (B, or A when B is one column), an unpacked,
-    # memory-bound product is worth threads whatever its multiply-adds.
-    parallel_min_stream: int = 1 << 18
     # Split-K partial sums are kept below this many elements (KC blocks x m x n).
     split_k_max_elements: int = 1 << 22

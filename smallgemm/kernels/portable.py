@@ -33,5 +33,13 @@ KERNEL = Kernel(
         # Forced on a Zen 4 core, two threads against one, [1,512] @ [512,n]: float32 n = 512
         # 0.96x, 1024 1.12x; float64 n = 512 1.07x, 1024 1.31x.
         parallel_min_row_stream=BySize(1 << 19, 1 << 18),
+        # Forced on a Zen 4 core, two threads against one, row dots (W @ x, [1,k] @ W.T),
+        # [4,512] @ B and [4,512] @ W.T: float32 at 2^16 elements streamed 0.82-0.90x, at
+        # 2^17 1.08-1.31x; float64 at 2^16 0.78-1.31x ([4,512] @ W.T the 0.78), at 2^17
+        # 1.07-1.56x.
+        parallel_min_stream=BySize(1 << 17, 1 << 17),
+        # [1,512] @ pack([512,n]), forced on a Zen 4 core: float32 n = 256 0.92x, 512 1.21x;
+        # float64 n = 256 1.25x.
+        parallel_min_packed_rows=BySize(1 << 18, 1 << 17),
     ),
 )

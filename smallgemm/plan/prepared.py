@@ -133,7 +133,7 @@ class Prepared:
             self.workspace.scratch.ctypes.data,
             self.workspace.sums.ctypes.data,
             config.unpacked_max_volume.of(dtype.itemsize),
-            config.parallel_min_stream,
+            config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,
         )
         self.unpacked = FirstUse(self, "unpacked", entries.UNPACKED, fixed)

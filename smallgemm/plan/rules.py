@@ -176,7 +176,7 @@ def worth_threads(
     (unpacked, memory-bound) enough to stream: B, or A when B is one column (``W @ x``);
     ``row_stream``: one row times a B with contiguous rows, from ``parallel_min_row_stream``."""
     streamed = k * (m if n == 1 else n)
-    min_stream = (
-        config.parallel_min_row_stream.of(dtype.itemsize) if row_stream else config.parallel_min_stream
+    min_stream = (config.parallel_min_row_stream if row_stream else config.parallel_min_stream).of(
+        dtype.itemsize
     )
     return m * n * k >= config.parallel_min_volume.of(dtype.itemsize) or (unpacked and streamed >= min_stream)

@@ -293,7 +293,7 @@ PREPACKED = Table(
             "prepacked few rows",
             "fewer rows than the main tile's MR: the packed panels stream past the rows",
             _few_prepacked,
-            lambda p: p.k * p.n >= p.prep.config.parallel_min_stream,
+            lambda p: p.k * p.n >= p.prep.config.parallel_min_packed_rows.of(p.dtype.itemsize),
             lambda p: runners.run_prepacked(p.prep, p.alpha, p.a, p.b, p.beta, p.c, True),
             lambda p: runners.run_prepacked_parallel(
                 p.prep, p.prep.kernel, p.dtype, p.alpha, p.a, p.b, p.beta, p.c, p.workers, True
