@@ -28,6 +28,12 @@ def parallel_runs(monkeypatch):
     return runs
 
 
+def both_sides(threshold: int, k: int) -> tuple[tuple[int, bool], tuple[int, bool]]:
+    """(count, whether threads are due) for the most rows or columns of depth ``k`` below
+    ``threshold`` elements, then the fewest at or past it."""
+    return ((threshold - 1) // k, False), (-(-threshold // k), True)
+
+
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 13, 16, 17, 33, 40])
 def test_few_rows_against_reference(kernel, dtype, m):
     rng = np.random.default_rng(m)
@@ -306,7 +312,7 @@ def test_one_row_times_rows_of_b_takes_threads_from_the_kernels_row_stream(kerne
     rng = np.random.default_rng(4)
     k = 256
     min_stream = kernel.config.parallel_min_row_stream.of(dtype.itemsize)
-    for n, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+    for n, shared_out in both_sides(min_stream, k):
         x = random_matrix(rng, (1, k), dtype)
         w = random_matrix(rng, (k, n), dtype)
         expected = chain_reference(1.0, x, w)
@@ -325,7 +331,7 @@ def test_memory_bound_products_take_threads_from_the_kernels_stream(kernel, dtyp
     rng = np.random.default_rng(6)
     k = 256
     min_stream = kernel.config.parallel_min_stream.of(dtype.itemsize)
-    for count, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+    for count, shared_out in both_sides(min_stream, k):
         w = random_matrix(rng, (count, k), dtype)
         v = random_matrix(rng, (k, 1), dtype)
         x = random_matrix(rng, (4, k), dtype)
@@ -348,7 +354,7 @@ def test_few_rows_times_a_packed_b_take_threads_from_the_kernels_packed_rows(ker
     rng = np.random.default_rng(7)
     k = 256
     min_stream = kernel.config.parallel_min_packed_rows.of(dtype.itemsize)
-    for n, shared_out in (((min_stream - 1) // k, False), (-(-min_stream // k), True)):
+    for n, shared_out in both_sides(min_stream, k):
         x = random_matrix(rng, (1, k), dtype)
         b = random_matrix(rng, (k, n), dtype)
         del runs[:]
