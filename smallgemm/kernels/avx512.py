@@ -30,6 +30,8 @@ KERNEL = Kernel(
         # The direct tiles (narrow and few-rows tiles on C's edges) beat packing on one
         # thread up to 256^3: 0.91-0.98 of the blocked time from 128^3 to 384^3.
         one_thread_unpacked_volume=BySize(256**3, 256**3),
+        # Packing draws even from 128^3 float32 and 112^3 float64, one thread.
+        unpacked_max_volume=BySize(120**3, 96**3),
         # Unmeasured turned over: the transposing stream leads NumPy 1.95-3.05x at m = 4-16.
         turned_few_rows=False,
         # Two threads against one drew even at ~35 us of work: float32 400 products of

@@ -55,6 +55,10 @@ class KernelConfig:
     # packing too, where the direct tiles beat it (0: only those up to
     # ``unpacked_max_volume`` do).
     one_thread_unpacked_volume: BySize
+    # Up to this many multiply-adds (B's rows contiguous) packing costs more than it
+    # saves, on any thread count.  Below ``parallel_min_volume``, so that such a product
+    # never needs threads.
+    unpacked_max_volume: BySize
     # Whether ``x @ W.T`` with m in the turned rows (``rules.turned_few_rows``) is computed
     # turned over, C^T = W x^T, where it measured faster than the transposing stream.
     turned_few_rows: bool
@@ -87,10 +91,6 @@ class KernelConfig:
     # A; beyond, each worker's own MC-row blocks win (two threads, float32, 2 MiB L2:
     # one shared block 4-14 % faster up to 768 rows, 8 % slower at 2048).
     shared_a_l2s: float = 1.5
-    # Up to this many multiply-adds (B's rows contiguous) packing costs more than it
-    # saves: it draws even from 128^3 float32 and 112^3 float64, one thread.  Below
-    # ``parallel_min_volume``, so that such a product never needs threads.
-    unpacked_max_volume: BySize = BySize(120**3, 96**3)
     # Up to this many rows (B's rows contiguous, or B's columns for the transposing
     # stream) the unpacked drivers beat packing B whatever the size.  At most
     # ``shared.FEW_ROWS``, the rows the few-rows tile and stream are compiled for.
