@@ -17,7 +17,9 @@ from numba.core.errors import TypingError
 from test_packing import expected_a
 
 from smallgemm.drivers import blocked, packing
-from smallgemm.plan import dispatch
+from smallgemm.drivers.unpacked import row_dots, stream
+from smallgemm.kernels import KERNELS
+from smallgemm.plan import dispatch, entries
 from smallgemm.simd import address
 
 
@@ -110,10 +112,6 @@ def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
     """The narrow tile's row stream (``TileShape.stream_from``: AVX-512) and row dots in pairs
     of row blocks (``dot_pairs``: AVX2): a kernel's UNPACKED entry links each where its tiles
     take it, and compiles nothing for it on the other kernels."""
-    from smallgemm.drivers.unpacked import row_dots, stream
-    from smallgemm.kernels import KERNELS
-    from smallgemm.plan import entries
-
     for kernel in KERNELS:
         entries.UNPACKED.get(kernel, np.dtype(dtype))
         streams = {t[0].shape for t in stream.stream_tiles.linked.compiled}
