@@ -9,6 +9,7 @@ from conftest import configured, random_matrix
 from reference import chain_reference
 
 import smallgemm
+from smallgemm.drivers import unpacked
 from smallgemm.kernels import BySize
 from smallgemm.plan import blocking, in_force
 
@@ -78,6 +79,53 @@ def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
         got = smallgemm.matmul(a, b)
         for i in range(t):
             _check(got[i], chain_reference(1.0, a[i], b[i]), f"{shape} product {i}")
+
+
+def _unpacked_route(kernel, a, b):
+    """The way ``gemm_unpacked`` takes a lone product of 2-D a and b (exact: one KC block)."""
+    size = a.itemsize
+    cs_a = a.strides[1] // size
+    rs_b, cs_b = (s // size for s in b.strides)
+    form = unpacked.unpacked_form(a.shape[0], b.shape[1], cs_a, rs_b, cs_b)
+    if form != unpacked.TILES:
+        return form
+    return unpacked.tile_of(
+        kernel.shape, kernel.narrow, kernel.few, kernel.resident, a.shape[1], 1 << 30, a, b
+    )
+
+
+def test_stacks_on_every_unpacked_route_equal_the_chain_reference(kernel, dtype):
+    """A stack's products on the narrow tile (its loop inlined in the stack loop) and on the
+    routes without a tile loop (row dots along A's rows or B's columns, the single-row, the
+    transposing and the few-rows streams: a linked call per product), A in order and
+    reversed: every product the scalar chain, on one thread and three."""
+    rng = np.random.default_rng(12)
+    depth = kernel.resident.depth + 5  # past B held in registers
+    cases = {  # route: (products, m, k, n, B transposed)
+        unpacked.NARROW_TILE: (
+            6,
+            2 * kernel.narrow.rows + 3,
+            depth,
+            kernel.narrow.cols(dtype.itemsize),
+            False,
+        ),
+        unpacked.DOTS_OF_A_ROWS: (5, 37, 70, 1, False),
+        unpacked.DOTS_OF_B_COLUMNS: (5, 1, 70, 45, True),
+        unpacked.GEMV_TILE: (5, 1, 70, 45, False),
+        unpacked.TRANSPOSING_STREAM: (5, 3, 70, 45, True),
+        unpacked.FEW_TILE: (4, 2, 70, 5 * kernel.nr(dtype) + 7, False),
+    }
+    for route, (count, m, k, n, transposed) in cases.items():
+        a = random_matrix(rng, (count, m, k), dtype)
+        b = random_matrix(rng, (count, n, k), dtype).transpose(0, 2, 1) if transposed else None
+        b = random_matrix(rng, (count, k, n), dtype) if b is None else b
+        for a_layout in (a, a[:, ::-1]):
+            assert _unpacked_route(kernel, a_layout[0], b[0]) == route, (route, a_layout.strides)
+            for threads in (1, 3):
+                with smallgemm.num_threads(threads):
+                    got = smallgemm.matmul(a_layout, b)
+                for i in range(count):
+                    _check(got[i], chain_reference(1.0, a_layout[i], b[i]), f"route {route} product {i}")
 
 
 def test_prepacked_products_equal_the_chain_reference(kernel, dtype):
