@@ -25,7 +25,9 @@ TURNED = "turned few rows"
 # The compiled small ways in, which compute small products and stacks without the table.
 SMALL_WAYS = ({"UNPACKED"}, {"SMALL_STACK"})
 
-pytestmark = pytest.mark.xdist_group("default_path")  # one worker: the warm-up compiles each entry once
+# One worker, and session-scoped fixtures: the warm-up and the reports run once, however the
+# worker interleaves these tests with other modules'.
+pytestmark = pytest.mark.xdist_group("default_path")
 
 
 def _run(rounds: int, only: str = "", **settings: str) -> dict:
@@ -48,7 +50,7 @@ def _other_kernel() -> str:
     return "portable" if dispatch.detect().name == "avx2" else "avx2"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def warm_cache():
     """Compile what the products run, on one thread and two, in processes that compile in place."""
     for threads in ("1", "2"):
@@ -76,7 +78,7 @@ def _check(report: dict) -> None:
         assert product["close"], where
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reports(warm_cache) -> dict[str, list[dict]]:
     """Per thread setting (the default, on every core; one thread), the reports of the host's
     kernel and of the other kernel's turned few rows, each from a fresh process."""
