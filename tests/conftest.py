@@ -125,7 +125,10 @@ def blocked_product(a, b):
     """a @ b on the blocked driver, whatever its size and however few rows a has: the
     reference bits the unpacked paths must give."""
     with configured(
-        unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0
+        unpacked_max_volume=BySize(0, 0),
+        one_thread_unpacked_volume=BySize(0, 0),
+        few_rows_max=0,
+        transposed_few_rows_max=0,
     ):
         return smallgemm.matmul(a, b)
 

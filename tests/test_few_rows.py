@@ -10,7 +10,7 @@ from reference import assert_close, chain_reference
 import smallgemm
 from smallgemm import simd
 from smallgemm.drivers import unpacked
-from smallgemm.kernels import BySize, shared
+from smallgemm.kernels import NEVER, BySize, shared
 from smallgemm.plan import blocking, in_force, rules, runners
 
 
@@ -167,11 +167,14 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
 
 
 def narrow_operands(rng, kernel, dtype, n, large):
-    """(a, b) of a product narrow enough to be turned over: past turned_narrow_min_a, and
-    past the unpacked volume (the planner's way in) when ``large``, else within it (the
-    small path's)."""
+    """(a, b) of a product narrow enough to be turned over: past turned_narrow_min_a (where the
+    kernel turns such a product at all), and past the unpacked volume (the planner's way in)
+    when ``large``, else within it (the small path's)."""
     config = kernel.config
-    k = max(config.turned_narrow_min_depth + 5, -(-config.turned_narrow_min_a.of(dtype.itemsize) // 300))
+    min_a = config.turned_narrow_min_a.of(dtype.itemsize)
+    k = config.turned_narrow_min_depth + 5
+    if min_a < NEVER:
+        k = max(k, -(-min_a // 300))
     m = config.unpacked_max_volume.of(dtype.itemsize) // (n * k) + 7 if large else 300
     return random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
 
@@ -184,8 +187,9 @@ def test_narrow_products_turned_over_give_the_narrow_tile_bits(kernel, dtype, n,
     row alone and of any thread count; through matmul and gemm (alpha, beta, C's layouts)."""
     rng = np.random.default_rng(n)
     a, b = narrow_operands(rng, kernel, dtype, n, large)
-    turned = 2 * n <= kernel.narrow.cols(dtype.itemsize)
-    assert rules.turns_narrow(kernel.config, a.shape[0], n, a, kernel.narrow.cols(dtype.itemsize)) == turned
+    narrow_cols = kernel.narrow.cols(dtype.itemsize)
+    turned = 2 * n <= narrow_cols and kernel.config.turned_narrow_min_a.of(dtype.itemsize) < NEVER
+    assert rules.turns_narrow(kernel.config, a.shape[0], n, a, narrow_cols) == turned
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(a, b)
         with configured(turned_narrow_min_depth=a.shape[1] + 1):  # not turned

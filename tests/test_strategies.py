@@ -2,13 +2,15 @@
 and the products the compiled small way in computes are those the table places on an
 unpacked row."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import forced_kernel
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
-from smallgemm.kernels import BySize
+from smallgemm.kernels import BySize, KernelConfig, kernel_by_name
 from smallgemm.plan import blocking, dispatch, in_force, strategies
 from smallgemm.plan.runners import run_small
 
@@ -61,6 +63,30 @@ def test_explain_names_the_row_each_product_takes(kernel_name, row, a, b, thread
     assert found.stack.split(":")[0] == stack
     assert found.kernel == kernel_name
     assert f"strategy     {row}" in str(found)
+
+
+def test_every_kernel_sets_every_configuration_value():
+    """No field has a default that one kernel's measurement would hand to another."""
+    for field in dataclasses.fields(KernelConfig):
+        assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING, (
+            field.name
+        )
+
+
+@pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
+def test_few_rows_take_the_unpacked_drivers_up_to_the_kernels_own_limits(kernel_name):
+    """Few rows times a B too large to skip packing otherwise run unpacked up to the kernel's
+    ``few_rows_max`` (B's rows contiguous) and ``transposed_few_rows_max`` (``x @ W.T``), and
+    are packed from one row more."""
+    k, n = 512, 2048
+    config = kernel_by_name(kernel_name).config
+    with forced_kernel(kernel_name):
+        for limit, b in (
+            (config.few_rows_max, empty(k, n)),
+            (config.transposed_few_rows_max, transposed(k, n)),
+        ):
+            assert smallgemm.explain(empty(limit, k), b, threads=1).strategy in UNPACKED_ROWS - {"row dots"}
+            assert smallgemm.explain(empty(limit + 1, k), b, threads=1).strategy == "blocked"
 
 
 @pytest.mark.parametrize("m", [2, 5])

@@ -12,14 +12,15 @@ from smallgemm.plan import blocking, in_force, prepared, rules, runners, strateg
 
 @pytest.mark.parametrize("n", [1, 10, 17, 32])
 def test_few_columns_from_a_transposed_a_match_the_other_paths_bitwise(kernel, dtype, always_parallel, n):
-    """``x.T @ g`` with few columns is computed turned over, as a few-rows product: the bits
-    are those of the same product with ``x.T`` copied row-major, on any thread count, alone
-    or in a stack."""
+    """``x.T @ g`` with few columns (up to the kernel's ``few_rows_max``) is computed turned
+    over, as a few-rows product: the bits are those of the same product with ``x.T`` copied
+    row-major, on any thread count, alone or in a stack (and so with more columns, packed)."""
     rng = np.random.default_rng(n)
     k, m = 70, 300
     x = random_matrix(rng, (k, m), dtype)
     g = random_matrix(rng, (k, n), dtype)
-    assert rules.swaps(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))
+    turned = rules.swaps(kernel.config, x.T, g, np.empty((m, n), dtype), kernel.narrow.cols(dtype.itemsize))
+    assert turned == (n <= kernel.config.few_rows_max)
     expected = smallgemm.matmul(np.ascontiguousarray(x.T), g)
     assert_close(expected, 1.0, x.T, g)
     for threads in (1, 2, 3, 8):

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 from .avx2 import KERNEL as AVX2
 from .avx512 import KERNEL as AVX512
-from .config import BySize, KernelConfig, VendorCorrection
+from .config import NEVER, BySize, KernelConfig, VendorCorrection
 from .kernel import Kernel
 from .microkernel import microkernel
 from .portable import KERNEL as PORTABLE
 
-__all__ = ["KERNELS", "BySize", "Kernel", "KernelConfig", "VendorCorrection", "kernel_by_name", "microkernel"]
+__all__ = [
+    "KERNELS",
+    "NEVER",
+    "BySize",
+    "Kernel",
+    "KernelConfig",
+    "VendorCorrection",
+    "kernel_by_name",
+    "microkernel",
+]
 
 KERNELS: tuple[Kernel, ...] = (AVX512, AVX2, PORTABLE)
 

@@ -1,7 +1,7 @@
 """The AVX2+FMA kernel: 6x16 float32, 6x8 float64, and its tuning."""
 
 from ..simd import TileShape
-from .config import BySize, KernelConfig
+from .config import NEVER, BySize, KernelConfig
 from .kernel import Kernel
 
 KERNEL = Kernel(
@@ -50,5 +50,26 @@ KERNEL = Kernel(
         # [1|4,512] @ pack([512,n]), forced on a Zen 4 core: float32 n = 256 0.76-1.00x,
         # 512 1.14-1.22x; float64 n = 256 1.26-1.61x.
         parallel_min_packed_rows=BySize(1 << 18, 1 << 17),
+        # Forced on a Zen 4 core, one thread, unpacked against blocked: [m,512] @ [512,2048]
+        # float32 m = 24 1.13x, 32 1.14x; float64 1.07x, 1.09x.  Times W.T (W [2048,512]): the
+        # turned rows win at 16 (float32 1.04x, float64 1.17x), the transposing stream loses
+        # from 20 (float32 0.88-0.97x, float64 0.88-0.90x).
+        few_rows_max=32,
+        transposed_few_rows_max=16,
+        # Not measured on this kernel: a B slice of 4096 columns is megabytes on any CPU.
+        nc_max=4096,
+        # Not measured on this kernel: the cache model's MC and NC on every vendor.
+        vendor_corrections={},
+        # Not measured on this kernel: the AVX-512 kernel's value.
+        shared_a_l2s=1.5,
+        # Forced on a Zen 4 core, one thread, turned over against the narrow tile: float32
+        # n = 2 and 4 from 32 columns of A 1.11-1.33x (16: 1.00-1.07x, 8: 0.70-0.74x), [256,64]
+        # 1.07x; float64 n = 2 lost at every size (0.57-0.94x, up to [2048,256]): never.
+        turned_narrow_min_depth=32,
+        turned_narrow_min_a=BySize(8192, NEVER),
+        # Forced on a Zen 4 core, square products on two threads against one gain from 128^3
+        # float32 (1.07-1.41x) and 112^3 float64 (1.09-1.39x), as on the AVX-512 kernel.
+        parallel_min_volume=BySize(144**3, 112**3),
+        split_k_max_elements=1 << 22,
     ),
 )

@@ -1,8 +1,13 @@
 """The AVX-512 kernel: 14x32 float32, 14x16 float64, and its tuning."""
 
 from ..simd import TileShape
-from .config import BySize, KernelConfig
+from .config import BySize, KernelConfig, VendorCorrection
 from .kernel import Kernel
+
+# Intel, 2 MiB 16-way L2: with the measured KC the B panels stream through the L2 beside
+# the A block, so A takes half the L2 and a B slice 1024 columns (float64 1024^3 0.96x
+# NumPy against 0.85-0.89x with the model's MC).  A 1 MiB AMD L2 measured well with the model.
+INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
 
 KERNEL = Kernel(
     "avx512",
@@ -52,5 +57,22 @@ KERNEL = Kernel(
         # [1|4,512] @ pack([512,n]), two threads against one: float32 n = 256 0.82-0.93x,
         # 512 1.09-1.20x; float64 n = 256 0.99-1.20x, 512 1.19-1.33x.
         parallel_min_packed_rows=BySize(1 << 18, 1 << 18),
+        # One thread, unpacked against blocked, [m,512] @ [512,2048]: float32 m = 24 1.29x,
+        # 32 1.18x; float64 1.30x, 1.18x.  Times W.T (W [2048,512]): float32 m = 24 1.14x, 32
+        # 1.00x; float64 1.11x, 0.99x.
+        few_rows_max=32,
+        transposed_few_rows_max=32,
+        nc_max=4096,
+        vendor_corrections={"GenuineIntel": INTEL_L2},
+        # Two threads, float32, 2 MiB L2 (Intel): one shared block 4-14 % faster up to 768
+        # rows, 8 % slower at 2048.
+        shared_a_l2s=1.5,
+        # One thread: turned over ran float32 n = 2-4 1.10-1.6x as fast as the narrow tile,
+        # but lost on a small or shallow A (1000x4x8 0.47x); float64 won from 2^17 elements of A.
+        turned_narrow_min_depth=32,
+        turned_narrow_min_a=BySize(8192, 1 << 17),
+        # Two threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
+        parallel_min_volume=BySize(144**3, 112**3),
+        split_k_max_elements=1 << 22,
     ),
 )

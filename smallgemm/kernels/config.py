@@ -1,10 +1,9 @@
 """What a kernel's configuration holds: every tuning value the planner reads for it.
 
 Each kernel module (``avx512``, ``avx2``, ``portable``) gives one ``KernelConfig``
-beside its tile shapes, as BLIS keeps one ``config/<arch>`` table per CPU.  A field's
-default here is the value measured on the AVX-512 kernel that no other kernel has
-measured differently; a kernel module sets every value it measured for itself.
-Only KC changes bits; every other value only moves work between paths that compute
+beside its tile shapes, as BLIS keeps one ``config/<arch>`` table per CPU.  No field has
+a default: a kernel module sets every value, with the measurement behind it, and says so
+where a value was not measured on that kernel.  Only KC changes bits; every other value only moves work between paths that compute
 the same chains of FMAs.  The constants compiled into the drivers, the same for every
 kernel, are in ``shared``.  The measurements behind the values: docs/design.md and
 docs/performance.md.
@@ -13,8 +12,11 @@ docs/performance.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
+
+# A threshold no product reaches: the way it opens is never taken (on that kernel and dtype).
+NEVER = 1 << 62
 
 
 class BySize(NamedTuple):
@@ -37,12 +39,6 @@ class VendorCorrection:
     l2_share_for_a: float
     # The KC x NC slice of B has at most this many columns.
     nc_max: int
-
-
-# Intel, 2 MiB 16-way L2: with the measured KC the B panels stream through the L2 beside
-# the A block, so A takes half the L2 and a B slice 1024 columns (float64 1024^3 0.96x
-# NumPy against 0.85-0.89x with the model's MC).  A 1 MiB AMD L2 measured well with the model.
-INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
 
 
 @dataclass(frozen=True)
@@ -82,28 +78,26 @@ class KernelConfig:
     parallel_min_packed_rows: BySize
     # NC beyond this stops paying (a B slice of 4096 columns is already megabytes) and
     # only grows the workspace.
-    nc_max: int = 4096
-    # MC and NC caps by CPU vendor (``cpu.vendor()``).
-    vendor_corrections: Mapping[str, VendorCorrection] = field(
-        default_factory=lambda: {"GenuineIntel": INTEL_L2}
-    )
+    nc_max: int
+    # MC and NC caps by CPU vendor (``cpu.vendor()``); none: the cache model's.
+    vendor_corrections: Mapping[str, VendorCorrection]
     # Rows of A all threads share as one packed block are at most this many L2s of packed
-    # A; beyond, each worker's own MC-row blocks win (two threads, float32, 2 MiB L2:
-    # one shared block 4-14 % faster up to 768 rows, 8 % slower at 2048).
-    shared_a_l2s: float = 1.5
-    # Up to this many rows (B's rows contiguous, or B's columns for the transposing
-    # stream) the unpacked drivers beat packing B whatever the size.  At most
+    # A; beyond, each worker's own MC-row blocks win.
+    shared_a_l2s: float
+    # Up to this many rows, times a B with contiguous rows, the unpacked drivers (the
+    # few-rows tile and stream) beat packing B whatever the size; a C with as few columns
+    # from an A with contiguous columns is turned over to such a product.  At most
     # ``shared.FEW_ROWS``, the rows the few-rows tile and stream are compiled for.
-    few_rows_max: int = 32
+    few_rows_max: int
+    # The same for a B with contiguous columns (``x @ W.T``): up to this many rows the
+    # transposing stream, or the turned few rows (``turned_few_rows``), beat packing B.
+    transposed_few_rows_max: int
     # A C at most half as wide as the narrow tile is turned over from this depth and
     # this many elements of A; below, the strip packing costs more than the padding.
-    turned_narrow_min_depth: int = 32
-    turned_narrow_min_a: BySize = BySize(8192, 1 << 17)
-    # From this many multiply-adds a product is worth splitting between threads: two
-    # threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
-    # The same on every kernel: square products on two threads against one (avx2 and
-    # portable forced on a Zen 4 core) gain from 128^3 float32 (1.07-1.41x) and 112^3
-    # float64 (1.09-1.39x); smaller ones take the one-thread small way in.
-    parallel_min_volume: BySize = BySize(144**3, 112**3)
-    # Split-K partial sums are kept below this many elements (KC blocks x m x n).
-    split_k_max_elements: int = 1 << 22
+    turned_narrow_min_depth: int
+    turned_narrow_min_a: BySize
+    # From this many multiply-adds a product is worth splitting between threads.
+    parallel_min_volume: BySize
+    # Split-K partial sums are kept below this many elements (KC blocks x m x n): a bound
+    # on the workspace, not a speed.
+    split_k_max_elements: int

@@ -44,5 +44,27 @@ KERNEL = Kernel(
         # [1,512] @ pack([512,n]), forced on a Zen 4 core: float32 n = 256 0.92x, 512 1.21x;
         # float64 n = 256 1.25x.
         parallel_min_packed_rows=BySize(1 << 18, 1 << 17),
+        # Forced on a Zen 4 core, one thread, unpacked against blocked: [m,512] @ [512,2048]
+        # m = 2 1.23-1.25x, but m = 3 and 4 0.82-0.85x, 8 to 32 0.62-0.78x (its 2-row few-rows
+        # tile feeds two FMAs per vector of B loaded).  Times W.T (W [2048,512]): the turned
+        # rows win at 8 (float32 1.26x, float64 1.31x), the transposing stream loses from 10
+        # (0.57-0.75x).
+        few_rows_max=2,
+        transposed_few_rows_max=8,
+        # Not measured on this kernel: a B slice of 4096 columns is megabytes on any CPU.
+        nc_max=4096,
+        # Not measured on this kernel: the cache model's MC and NC on every vendor.
+        vendor_corrections={},
+        # Not measured on this kernel: the AVX-512 kernel's value.
+        shared_a_l2s=1.5,
+        # Forced on a Zen 4 core, one thread, turned over against the narrow tile, float32
+        # n = 2: 1.11-1.13x from 128 columns of A, 0.94-1.03x at 16 to 64 (float64: no C is at
+        # most half as wide as its 2-column narrow tile).
+        turned_narrow_min_depth=128,
+        turned_narrow_min_a=BySize(1 << 16, 1 << 16),
+        # Forced on a Zen 4 core, square products on two threads against one gain from 128^3
+        # float32 (1.07-1.41x) and 112^3 float64 (1.09-1.39x), as on the AVX-512 kernel.
+        parallel_min_volume=BySize(144**3, 112**3),
+        split_k_max_elements=1 << 22,
     ),
 )

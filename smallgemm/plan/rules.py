@@ -73,7 +73,7 @@ def turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_ro
     place, and x^T is a B a tile strip or two wide, where m is in ``turned_rows``
     (``turned_few_rows``): no transpose, one broadcast element of W per row of the
     tile and step.  Float32 m that leave lanes of a strip empty lose (m = 4 and 12
-    on the AVX2 kernel, below); W must have more than ``few_rows_max`` rows.  Each
+    on the AVX2 kernel, below); W must have more than ``transposed_few_rows_max`` rows.  Each
     element is the same chain of FMAs either way: the same bits.
     AVX2 (strips of 8 and 16 float32, 4 and 8 float64), one thread, W [2048,512]:
     float32 m = 8 252 µs turned over against 354 streamed, but m = 4, 12 and 32 lose;
@@ -81,7 +81,12 @@ def turns_few_rows(config: KernelConfig, a: np.ndarray, b: np.ndarray, turned_ro
     """
     m, n = a.shape[0], b.shape[1]
     size = b.itemsize
-    return m in turned_rows and m <= config.few_rows_max < n and b.strides[0] == size and b.strides[1] != size
+    return (
+        m in turned_rows
+        and m <= config.transposed_few_rows_max < n
+        and b.strides[0] == size
+        and b.strides[1] != size
+    )
 
 
 def swaps(config: KernelConfig, a: np.ndarray, b: np.ndarray, c: np.ndarray, narrow_cols: int) -> bool:
@@ -124,7 +129,8 @@ def use_unpacked(
     tile (a packed tile would mostly compute padding); on one thread, mid-size
     products too, up to ``one_thread_volume`` multiply-adds
     (the configuration's ``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
-    (``x @ W.T``): few rows, B packed on the fly a strip at a time.  A matrix with
+    (``x @ W.T``): few rows (``transposed_few_rows_max``), B packed on the fly a strip at a
+    time.  A matrix with
     contiguous rows times one column (``W @ x``): row dots.
     """
     size = a.itemsize
@@ -141,7 +147,7 @@ def use_unpacked(
             and a.strides[0] % ALIASED_ROW_BYTES != 0
             and b.strides[0] % ALIASED_ROW_BYTES != 0
         )
-    return m <= config.few_rows_max and b.strides[0] == size
+    return m <= config.transposed_few_rows_max and b.strides[0] == size
 
 
 def each_on_all_workers(

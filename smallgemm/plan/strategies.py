@@ -231,7 +231,7 @@ PRODUCT = Table(
         ),
         Strategy(
             "turned few rows",
-            "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than few_rows_max: "
+            "x @ W.T with m in the kernel's turned rows (rules.turned_few_rows) and W taller than transposed_few_rows_max: "
             "C^T = W x^T, W's rows read in place",
             lambda p: p.turned,
             _unpacked_worth_threads,
@@ -251,7 +251,7 @@ PRODUCT = Table(
         ),
         Strategy(
             "transposing stream",
-            "few rows (m <= few_rows_max) times a B with contiguous columns: B packed a strip at a time",
+            "few rows (m <= transposed_few_rows_max) times a B with contiguous columns: B packed a strip at a time",
             lambda p: p.unpacked and p.form == TRANSPOSING_STREAM,
             _unpacked_worth_threads,
             _unpacked_serial,

@@ -49,7 +49,8 @@ def boundary_shapes(candidate: Candidate) -> list[Shape]:
     kernel = kernel_by_name(candidate.kernel)
     mr, nr = kernel.mr(), kernel.nr(candidate.dtype)
     config = in_force.config_of(kernel)
-    m0, n0, k0 = max(3 * mr, config.few_rows_max) + 1, 2 * nr + 1, candidate.kc + 1
+    m0 = max(3 * mr, config.few_rows_max, config.transposed_few_rows_max) + 1
+    n0, k0 = 2 * nr + 1, candidate.kc + 1
     while m0 * n0 * k0 <= config.unpacked_max_volume.of(np.dtype(candidate.dtype).itemsize):
         n0 += nr
     around = lambda *sizes: [s + d for s in sizes for d in (-1, 0, 1) if s + d >= 1]  # noqa: E731
