@@ -9,7 +9,6 @@ from reference import assert_close
 
 import smallgemm
 from smallgemm.kernels import KERNELS, kernel_by_name
-from smallgemm.kernels.shared import FEW_TILE_MAX_ROWS
 from smallgemm.plan import in_force, rules
 
 
@@ -19,7 +18,7 @@ def edge_shapes(kernel, dtype):
     none; a column edge the narrow tile takes, one wider than it, none."""
     mr, nr = kernel.mr(), kernel.nr(dtype)
     narrow, few = kernel.narrow.cols(dtype.itemsize), kernel.few.rows
-    base = mr * (FEW_TILE_MAX_ROWS // mr + 1)
+    base = mr * (kernel.few.up_to // mr + 1)
     rows = sorted({base, base + 1, base + few - 1, base + few, base + min(mr - 1, 2 * few + 1)})
     cols = sorted({2 * nr, nr + 1, nr + narrow, 2 * nr + min(nr - 1, narrow + 1)})
     return [(m, n) for m in rows for n in cols]

@@ -438,7 +438,7 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
     """From the kernel's ``stream_from`` rows, where the narrow tile's row tiles pad at most
     ``rows - stream_from`` rows, the few-rows stream runs the narrow tile (NARROW_STREAM),
     reading A from a copy of each group's rows; other kernels, and other rows, keep the
-    few-rows tile.  Either way: the chain
+    few-rows tile up to its ``up_to`` rows, and the main tile past them.  Either way: the chain
     reference's bits, for rows of A a power of two apart, a transposed and a reversed A,
     several groups, KC blocks and column chunks, beta and a strided C, in a stack, on any
     thread count."""
@@ -453,6 +453,8 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
         heights = {rows - 1, rows, 2 * rows} | (
             {start - 1, start, rows + start - 1, rows + start} if start else set()
         )
+        if kernel.few.up_to < rows:  # the few-rows tile's stream, below the narrow tile's rows
+            heights.add(kernel.few.up_to)
         for m in sorted(heights):
             w = random_matrix(rng, (k, n), dtype)
             wide = random_matrix(rng, (m, max(1024, 1 << k.bit_length())), dtype)[
@@ -465,7 +467,8 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
             }
             streams = start and start <= m and -m % rows <= rows - start
             route = unpacked.tile_of(kernel.shape, narrow, kernel.few, kernel.resident, k, 2 * group, wide, w)
-            assert route == (unpacked.NARROW_STREAM if streams else unpacked.FEW_TILE), m
+            few = unpacked.FEW_TILE if m <= kernel.few.up_to else unpacked.MAIN_TILE
+            assert route == (unpacked.NARROW_STREAM if streams else few), m
             with smallgemm.num_threads(threads):
                 for name, x in a_layouts.items():
                     got = smallgemm.matmul(x, w)

@@ -183,10 +183,10 @@ def padded(tile, m, n, dtype):
 
 @pytest.mark.parametrize("m", [3, 12, 16, 30])
 def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
-    """A few rows times a B wider than the main tile: from FEW_TILE_MIN_B_BYTES on, the
-    few-rows stream (B read in order; on the narrow tile where it pads few rows:
-    ``unpacked.narrow_streams``); below, the main tile unless the few tile saves a quarter of the FMAs.
-    Either way the bits of the blocked driver."""
+    """A few rows (up to the few tile's ``up_to``) times a B wider than the main tile: from
+    FEW_TILE_MIN_B_BYTES on, the few-rows stream (B read in order; on the narrow tile where it
+    pads few rows: ``unpacked.narrow_streams``); below, the main tile unless the few tile saves
+    a quarter of the FMAs.  More rows: the main tile.  Either way the bits of the blocked driver."""
     rng = np.random.default_rng(m)
     n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
     rows, start = kernel.narrow.rows, kernel.narrow.stream_from
@@ -195,7 +195,9 @@ def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, d
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
         few_saves_a_quarter = 4 * padded(kernel.few, m, n, dtype) <= 3 * padded(kernel.shape, m, n, dtype)
-        if k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES or few_saves_a_quarter:
+        if m > kernel.few.up_to:
+            assert chosen(kernel, dtype, m, n, k) == MAIN_TILE, f"{m}x{n}x{k}"
+        elif k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES or few_saves_a_quarter:
             assert chosen(kernel, dtype, m, n, k) == streamed, f"{m}x{n}x{k}"
         else:
             narrow_pays = 3 * padded(kernel.narrow, m, n, dtype) < 2 * padded(kernel.shape, m, n, dtype)

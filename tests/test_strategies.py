@@ -10,7 +10,7 @@ from conftest import forced_kernel
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
-from smallgemm.kernels import BySize, KernelConfig, kernel_by_name
+from smallgemm.kernels import BySize, KernelConfig, kernel_by_name, shared
 from smallgemm.plan import blocking, dispatch, in_force, strategies
 from smallgemm.plan.runners import run_small
 
@@ -87,6 +87,24 @@ def test_few_rows_take_the_unpacked_drivers_up_to_the_kernels_own_limits(kernel_
         ):
             assert smallgemm.explain(empty(limit, k), b, threads=1).strategy in UNPACKED_ROWS - {"row dots"}
             assert smallgemm.explain(empty(limit + 1, k), b, threads=1).strategy == "blocked"
+
+
+@pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_few_rows_tile_is_taken_up_to_the_kernels_own_rows(kernel_name, dtype):
+    """An unpacked product of few rows (B past the L1, n past the main tile) takes the
+    few-rows tile, or the narrow tile's stream, up to the kernel's ``few.up_to`` rows and the
+    main tile from one row more; no kernel takes it for more rows than one sweep of the
+    stream holds."""
+    kernel = kernel_by_name(kernel_name)
+    assert 0 < kernel.few.up_to <= shared.STREAM_ROWS and kernel.config.few_rows_max <= shared.STREAM_ROWS
+    k, n = 64, 256
+    b = empty(k, n, dtype=dtype)
+    with forced_kernel(kernel_name):
+        few = smallgemm.explain(empty(kernel.few.up_to, k, dtype=dtype), b, threads=1)
+        main = smallgemm.explain(empty(kernel.few.up_to + 1, k, dtype=dtype), b, threads=1)
+    assert few.strategy == main.strategy == "direct tiles"
+    assert few.tile in ("few-rows", "narrow, all rows in one stream") and main.tile == "main"
 
 
 @pytest.mark.parametrize("m", [2, 5])

@@ -13,7 +13,11 @@ KERNEL = Kernel(
     # 5 to 8 rows whole took 1.25-1.35x as long (one broadcast per FMA: bound by loads;
     # float32, one thread, forced on a Zen 4).
     narrow=TileShape(rows=8, vectors=1, bits=256, fused=True),
-    few=TileShape(rows=4, vectors=2, bits=256, fused=True),
+    # The few-rows tile (and the narrow one) up to 32 rows of C: against the main tile, one
+    # thread, forced on a Zen 4, float32 [m,512] @ [512,2048] m = 8 to 32 1.48-1.92x as
+    # fast (float64 1.70-1.81x); small products within 0.90-1.23x ([16,64] @ [64,256]
+    # float32 0.90x, float64 [8,64] @ [64,256] 1.23x).
+    few=TileShape(rows=4, vectors=2, bits=256, fused=True, up_to=32),
     # No requests ahead in the single-row stream: with them, float32 [1,4096] @
     # [4096,4096] took 5.1-5.5 ms against 3.3-3.6.  Row dots in pairs of row blocks
     # (two FMA chains side by side): an 8 x 8 float32 block alone is a chain of 8

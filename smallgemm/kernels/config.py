@@ -87,7 +87,7 @@ class KernelConfig:
     # Up to this many rows, times a B with contiguous rows, the unpacked drivers (the
     # few-rows tile and stream) beat packing B whatever the size; a C with as few columns
     # from an A with contiguous columns is turned over to such a product.  At most
-    # ``shared.FEW_ROWS``, the rows the few-rows tile and stream are compiled for.
+    # ``shared.STREAM_ROWS``, the rows one sweep of the few-rows stream takes.
     few_rows_max: int
     # The same for a B with contiguous columns (``x @ W.T``): up to this many rows the
     # transposing stream, or the turned few rows (``turned_few_rows``), beat packing B.

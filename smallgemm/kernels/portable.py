@@ -14,7 +14,11 @@ KERNEL = Kernel(
     # whole took 1.7-1.8x as long (one broadcast per FMA: bound by loads; float32, one
     # thread, forced on a Zen 4).
     narrow=TileShape(rows=4, vectors=1, bits=128, fused=True),
-    few=TileShape(rows=2, vectors=2, bits=128, fused=True),
+    # The few-rows tile up to 2 rows of C, its own height: against the main tile, one thread,
+    # forced on a Zen 4, float32 m = 2 1.05-1.42x as fast ([2,256] @ [256,256], [2,512] @
+    # [512,2048]), but m = 3 and 4 0.59-0.69x and 8 to 32 0.59-0.70x (two FMAs per vector of
+    # B loaded); float64 alike.
+    few=TileShape(rows=2, vectors=2, bits=128, fused=True, up_to=2),
     gemv=TileShape(rows=1, vectors=4, bits=128, fused=True),
     resident=TileShape(rows=4, vectors=1, bits=128, fused=True, depth=8),
     requires=(),

@@ -72,11 +72,6 @@ UNPACKED_TASKS_PER_WORKER = 8
 
 # --- The unpacked driver's tile choice (drivers/unpacked/route.py) ---
 
-# Up to this many rows (rows of A, m) the few-rows tile (4 x 64 with AVX-512) beats
-# the main 14 x 32 tile on unpacked operands: measured 1.6x at m = 16, equal at m = 64.
-# A routing crossover, not the stream's sweep height (STREAM_ROWS, below), which
-# must stay at least as large so that a few-rows product reads B in one sweep.
-FEW_TILE_MAX_ROWS = 32
 # A resident-B product is up to this many tiles wide: each column strip of B is
 # held in registers in turn while all rows of C pass (the strips share A from
 # the L1): small products and stacks of them run 1.3-1.7x as fast as through the
@@ -101,8 +96,8 @@ FEW_TILE_MIN_B_BYTES = 32 * 1024
 # STREAM_ROWS x STREAM_COLS partial sums (128 KiB of float32) size each worker's
 # stream buffer, kept in the L2.  STREAM_ROWS is a sweep height, not a routing limit:
 # every stream takes it (a transposed B, the main tiles' edge rows, the parallel
-# driver's row chunks of up to 64 rows); it equals FEW_TILE_MAX_ROWS so that a
-# few-rows product sweeps B once.
+# driver's row chunks of up to 64 rows); no kernel's few-rows tile is chosen for more
+# rows (its ``up_to``), so that a few-rows product sweeps B once.
 STREAM_STRIP_BYTES = 8192
 STREAM_COLS = 1024
 STREAM_ROWS = 32
@@ -112,8 +107,8 @@ STREAM_ROWS = 32
 # them (AVX2, 128-row groups otherwise, one thread, float32 [4,1024] @ [1024,16384]:
 # 4.60 ms against 8.39 with 128 rows; docs/performance.md).  From the L3 (16 MiB:
 # 0.85 against 0.80 ms), or with several row tiles ([8,4096] @ [4096,4096]: 6.78
-# against 6.00), 32-row groups lose.  Rows of B (a depth, k), where STREAM_ROWS and
-# FEW_TILE_MAX_ROWS count rows of A: equal by measurement, not by definition.
+# against 6.00), 32-row groups lose.  Rows of B (a depth, k), where STREAM_ROWS counts
+# rows of A: equal by measurement, not by definition.
 STREAM_FROM_MEMORY_MIN_BYTES = 32 << 20
 STREAM_FROM_MEMORY_ROWS = 32
 # The row stream starts its strips on cache lines (``stream_tiles``) only where B's

@@ -58,6 +58,7 @@ from .memory import (  # noqa: F401
     row_dots_rule,
     store_fence,
     sums_lane_wise,
+    tile_chosen_up_to,
     tile_cols,
     tile_dot_pairs,
     tile_fetches_ahead,

@@ -207,6 +207,11 @@ tile_streams_from.__doc__ = (
     "tile_streams_from(shape): the rows of C from which the narrow tile runs the few-rows stream, 0 for never"
     " (compile-time)."
 )
+tile_chosen_up_to = shape_constant(lambda s, size: s.up_to, needs_pointer=False)
+tile_chosen_up_to.__doc__ = (
+    "tile_chosen_up_to(shape): the rows of C up to which the unpacked driver takes the few-rows tile, 0 for"
+    " never (compile-time)."
+)
 tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
 tile_dot_pairs.__doc__ = (
     "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."

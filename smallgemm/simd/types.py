@@ -30,6 +30,11 @@ class TileShape:
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
 
+    ``up_to`` is for the few-rows tile only: the rows of C up to which the unpacked driver
+    chooses it, or the narrow tile, over the main tile on a B read along its rows
+    (``unpacked.tile_choice``); at most ``shared.STREAM_ROWS``, so that such a product
+    sweeps B once; 0: never.
+
     ``stream_from`` is for the narrow tile only: from this many rows of C, where its row
     tiles pad at most ``rows - stream_from`` rows, the few-rows stream of a B read along
     its rows runs the narrow tile instead of the few-rows tile (``unpacked.narrow_streams``:
@@ -52,6 +57,7 @@ class TileShape:
     fetch_ahead: bool = False
     dot_pairs: bool = False
     stream_from: int = 0
+    up_to: int = 0
     lane_sums: bool = False
 
     def lanes(self, itemsize: int) -> int:
@@ -74,6 +80,7 @@ class TileShapeType(types.Type):
         depth = f"d{s.depth}" if s.depth != 1 else ""
         flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "")
         flags += f"s{s.stream_from}" if s.stream_from else ""
+        flags += f"u{s.up_to}" if s.up_to else ""
         super().__init__(
             name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})"
         )

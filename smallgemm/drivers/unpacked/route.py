@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from numba import njit
 
-from ...kernels.shared import FEW_TILE_MAX_ROWS, FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
+from ...kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from ...simd import (
     address,
     line_elements,
     resident_depth,
+    tile_chosen_up_to,
     tile_cols,
     tile_lanes,
     tile_rows,
@@ -61,12 +62,12 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
         return NARROW_TILE
     if m == 1:
         return GEMV_TILE
-    if m <= FEW_TILE_MAX_ROWS and n > tile_cols(shape, a) and (
+    if m <= tile_chosen_up_to(few) and n > tile_cols(shape, a) and (
         n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
         or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
     ):
         return NARROW_STREAM if narrow_streams(narrow, m) else FEW_TILE
-    if m <= FEW_TILE_MAX_ROWS and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
+    if m <= tile_chosen_up_to(few) and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
         return NARROW_TILE
     return MAIN_TILE
 
