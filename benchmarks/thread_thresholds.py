@@ -79,6 +79,7 @@ def _run(kernel: str, dtype: str, threads: int) -> dict:
 def main() -> None:
     from smallgemm.kernels import kernel_by_name
     from smallgemm.plan import dispatch
+    from smallgemm.tools.bench import compile_first
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kernel", default=None, help="avx512, avx2 or portable (default: the detected one)")
@@ -87,14 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     kernel = kernel_by_name(args.kernel) if args.kernel else dispatch.detect()
     dtypes = [args.dtype] if args.dtype else ["float32", "float64"]
-    chosen = ["--dtype", args.dtype] if args.dtype else []
-    print(
-        f"python -m smallgemm compile --kernel {kernel.name} {' '.join(chosen)}", file=sys.stderr, flush=True
-    )
-    subprocess.run(
-        [sys.executable, "-m", "smallgemm", "compile", "--quiet", "--kernel", kernel.name, *chosen],
-        check=True,
-    )
+    compile_first(dtypes, kernel=kernel.name)
     for dtype in dtypes:
         runs = {1: [], 2: []}
         for _ in range(args.rounds):

@@ -48,11 +48,11 @@ KERNEL = Kernel(
         # [1,512] @ pack([512,n]), forced on a Zen 4 core: float32 n = 256 0.92x, 512 1.21x;
         # float64 n = 256 1.25x.
         parallel_min_packed_rows=BySize(1 << 18, 1 << 17),
-        # Forced on a Zen 4 core, one thread, unpacked against blocked: [m,512] @ [512,2048]
-        # m = 2 1.23-1.25x, but m = 3 and 4 0.82-0.85x, 8 to 32 0.62-0.78x (its 2-row few-rows
-        # tile feeds two FMAs per vector of B loaded).  Times W.T (W [2048,512]): the turned
-        # rows win at 8 (float32 1.26x, float64 1.31x), the transposing stream loses from 10
-        # (0.57-0.75x).
+        # Forced on a Zen 4 core, one thread, unpacked against blocked (benchmarks/
+        # few_rows_limits.py): [m,512] @ [512,2048] m = 2 1.16-1.25x; float32 m = 3 and 4
+        # 0.88-0.89x, 8 to 32 0.46-0.65x; float64 m = 3 and 4 1.22x, 8 to 32 0.57-0.92x.  Times
+        # W.T (W [2048,512]): up to 8 rows 1.11-1.83x but float32 m = 3 and 4 0.71-0.89x, from
+        # 16 rows 0.57-0.60x.
         few_rows_max=2,
         transposed_few_rows_max=8,
         # Not measured on this kernel: a B slice of 4096 columns is megabytes on any CPU.

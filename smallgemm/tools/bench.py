@@ -102,12 +102,16 @@ def time_interleaved(
 COMPILED_FIRST = "after `python -m smallgemm compile`, default settings"
 
 
-def compile_first(dtypes: Iterable = (np.float32, np.float64), out=sys.stderr) -> None:
-    """Fill the compile cache for the kernel in force, as a user runs ``python -m smallgemm
-    compile`` once, in a process of its own: the timing process keeps its default settings
-    (threads, first-use mode) and loads each entry from the cache on its first call."""
+def compile_first(
+    dtypes: Iterable = (np.float32, np.float64), out=sys.stderr, kernel: str | None = None
+) -> None:
+    """Fill the compile cache for the kernel in force (or ``kernel``), as a user runs ``python -m
+    smallgemm compile`` once, in a process of its own: the timing process keeps its default
+    settings (threads, first-use mode) and loads each entry from the cache on its first call."""
     names = sorted({np.dtype(dtype).name for dtype in dtypes})
     chosen = ["--dtype", names[0]] if len(names) == 1 else []  # no --dtype: both, in one process
+    if kernel is not None:
+        chosen += ["--kernel", kernel]
     print(" ".join(["python -m smallgemm compile", *chosen]), file=out, flush=True)
     subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet", *chosen], check=True)
 
