@@ -3,10 +3,12 @@
 Each kernel module (``avx512``, ``avx2``, ``portable``) gives one ``KernelConfig``
 beside its tile shapes, as BLIS keeps one ``config/<arch>`` table per CPU.  No field has
 a default: a kernel module sets every value, with the measurement behind it, and says so
-where a value was not measured on that kernel.  Only KC changes bits; every other value only moves work between paths that compute
-the same chains of FMAs.  The constants compiled into the drivers, the same for every
-kernel, are in ``shared``.  The measurements behind the values: docs/design.md and
-docs/performance.md.
+where a value was not measured on that kernel.  Only KC changes bits; every other value
+only moves work between paths that compute the same chains of FMAs.  What the compiled
+drivers read per kernel is in its tile shapes' Numba types (the few-rows tile's ``up_to``,
+the narrow tile's ``stream_from``, the GEMV tile's ``fetch_ahead`` and ``dot_pairs``); the
+constants compiled into the drivers for every kernel are in ``shared``.  The measurements
+behind the values: docs/design.md and docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """Tuning constants compiled into the drivers, the same for every kernel.
 
 Each value was chosen by measurement; where a figure is quoted, it is the one
-that decided the value.  The driver modules import them by name (``from
+that decided the value, and its comment names the kernels it was measured on (a
+value some kernel needs of its own is a field of that kernel's tile shapes, as the
+few-rows tile's ``up_to``).  The driver modules import them by name (``from
 ..kernels.shared import X``), so each stays a module global there and Numba
 freezes it into the compiled code.  Plain ints only: this module imports
 nothing, so it adds no import cycle.
