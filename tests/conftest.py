@@ -133,6 +133,17 @@ def blocked_product(a, b):
         return smallgemm.matmul(a, b)
 
 
+# Modules whose tests start fresh processes that compile into the shared cache what the
+# in-process tests compile too (tests/test_default_path.py warms every entry the host's
+# products run): last, so that they find it filled (with --no-loadscope-reorder, pyproject's
+# addopts, xdist hands out the modules in this order).
+RUN_LAST = ("test_default_path.py",)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name in RUN_LAST)  # stable: the rest keep their order
+
+
 def _groups_ignored() -> bool:
     """Whether pytest-xdist tags a grouped test in a way this pytest drops: 3.8 sets the node
     id's legacy field, which pytest 9.2 no longer reads."""
