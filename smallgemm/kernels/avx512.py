@@ -39,7 +39,9 @@ KERNEL = Kernel(
         one_thread_unpacked_volume=BySize(256**3, 256**3),
         # Packing draws even from 128^3 float32 and 112^3 float64, one thread.
         unpacked_max_volume=BySize(120**3, 96**3),
-        # Unmeasured turned over: the transposing stream leads NumPy 1.95-3.05x at m = 4-16.
+        # Not turned over: one thread, the transposing stream's time over the turned rows' for
+        # [m,k] @ W.T, float32 m = 16 and 32 0.96-0.99x (W [2048,512]) and 0.80-1.05x (W
+        # [4096,4096]); float64 m = 2 to 32 0.50-0.89x from a W of 8 MiB, 0.97-1.36x from 128 MiB.
         turned_few_rows=False,
         # Two threads against one drew even at ~35 us of work: float32 400 products of
         # 16^3 (1.04x), 2000 of 8^3 (1.16x; 1000 0.88x), 40 of 32^3 (1.03x), 2000 of 4^3 (1.06x);
