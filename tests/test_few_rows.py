@@ -14,18 +14,24 @@ from smallgemm.kernels import NEVER, BySize, shared
 from smallgemm.plan import blocking, in_force, rules, runners
 
 
+def recorded_workers(monkeypatch, runner: str, position: int) -> list[int]:
+    """The worker counts (the argument at ``position``) of the calls to ``runners.<runner>``
+    made while the test runs."""
+    runs = []
+    original = getattr(runners, runner)
+
+    def recording(*args, **kwargs):
+        runs.append(args[position])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(runners, runner, recording)
+    return runs
+
+
 @pytest.fixture
 def parallel_runs(monkeypatch):
     """The worker counts of the threaded unpacked products run while the test runs."""
-    runs = []
-    original = runners.run_unpacked_parallel
-
-    def recording(*args, **kwargs):
-        runs.append(args[-1])
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(runners, "run_unpacked_parallel", recording)
-    return runs
+    return recorded_workers(monkeypatch, "run_unpacked_parallel", -1)
 
 
 def both_sides(threshold: int, k: int) -> tuple[tuple[int, bool], tuple[int, bool]]:
@@ -352,9 +358,7 @@ def test_memory_bound_products_take_threads_from_the_kernels_stream(kernel, dtyp
 def test_few_rows_times_a_packed_b_take_threads_from_the_kernels_packed_rows(kernel, dtype, monkeypatch):
     """One row times a prepacked B is shared out from the kernel's ``parallel_min_packed_rows``
     elements of B, not below; the same bits either way."""
-    runs = []
-    real = runners.run_prepacked_parallel
-    monkeypatch.setattr(runners, "run_prepacked_parallel", lambda *args: runs.append(args[-2]) or real(*args))
+    runs = recorded_workers(monkeypatch, "run_prepacked_parallel", -2)
     rng = np.random.default_rng(7)
     k = 256
     min_stream = kernel.config.parallel_min_packed_rows.of(dtype.itemsize)

@@ -85,7 +85,7 @@ RESIDENT_STRIPS = 4
 # one thread: the main tile takes 0.6 of the stream's time on float32 16x32x16, 1.1 on
 # float64 16x64x64, 32 KiB of B; docs/performance.md).  The same on AVX-512 (one Zen 4
 # core, one thread): with the stream taken at any size of B, float32 13 to 28 rows times
-# B of 8 to 24 KiB took 1.04-1.33x as long ([27,32] @ [32,128] 3.74 -> 4.99 us), float64
+# B of 8 to 24 KiB took 1.04-1.33x as long ([27,32] @ [32,128] 4.99 against 3.74 us), float64
 # within 4 %.  The portable kernel's few-rows tile takes at most 2 rows (``up_to``).
 FEW_TILE_MIN_B_BYTES = 32 * 1024
 

@@ -130,8 +130,7 @@ def use_unpacked(
     products too, up to ``one_thread_volume`` multiply-adds
     (the configuration's ``one_thread_unpacked_volume``; 0 on several threads).  With B's columns contiguous
     (``x @ W.T``): few rows (``transposed_few_rows_max``), B packed on the fly a strip at a
-    time.  A matrix with
-    contiguous rows times one column (``W @ x``): row dots.
+    time.  A matrix with contiguous rows times one column (``W @ x``): row dots.
     """
     size = a.itemsize
     if n == 1 and a.strides[1] == size:
