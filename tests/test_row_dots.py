@@ -179,6 +179,33 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
                 )
 
 
+def test_one_row_in_register_strips_from_any_start_within_a_line(kernel, dtype):
+    """One row times B in strips of the GEMV tile's width held in registers (kernels whose
+    GEMV tile sets ``strips``; the others add rows to a row buffer): widths around a
+    strip, a strip and a vector, and two, from every start within a line (the second strip
+    goes back to a vector boundary, the last takes up to a vector more, the last vector is
+    masked): every column gets the chain of the blocked driver, with alpha and beta too."""
+    rng = np.random.default_rng(8)
+    lanes, strip = kernel.gemv.lanes(dtype.itemsize), kernel.gemv.cols(dtype.itemsize)
+    k = 19
+    x = random_matrix(rng, (2, k), dtype)
+    for n in sorted(
+        {1, lanes - 1, lanes + 1, strip - 1, strip + 1, strip + lanes, strip + lanes + 1, 2 * strip + 3}
+    ):
+        ld = -(-(n + 1) // 16) * 16
+        for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
+            expected = blocked_product(x, w)[0]
+            np.testing.assert_array_equal(
+                smallgemm.matmul(x[0], w), expected, err_msg=f"n {n}, offset {offset}"
+            )
+            c = random_matrix(rng, (1, n), dtype)
+            np.testing.assert_array_equal(
+                smallgemm.gemm(0.5, x[:1], w, beta=-2.0, c=c.copy()),
+                smallgemm.gemm(0.5, x, w, beta=-2.0, c=np.vstack([c, c]))[:1],
+                err_msg=f"n {n}, offset {offset}, gemm",
+            )
+
+
 @pytest.mark.parametrize("m", [2, 4, 9])
 def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parallel, limits):
     """A few rows times a B whose rows all start at one place within a line, for every place,

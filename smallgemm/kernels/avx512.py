@@ -24,7 +24,7 @@ KERNEL = Kernel(
     # The single-row stream requests B ahead and adds 8 rows at a time from large B
     # (``fetch_ahead``): measured here; with AVX2 both lose.  Row dots one row block at
     # a time: two 16-row blocks side by side lost here.
-    gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True),
+    gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True, strips=True),
     # 16 zmm hold B, 8 the rows of C.
     resident=TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),
     requires=("avx512f", "fma"),
@@ -49,10 +49,10 @@ KERNEL = Kernel(
         # costs ~15 ns (float32) / ~12 ns (float64) beyond its multiply-adds at ~40 / 23 per ns.
         parallel_min_stack_volume=BySize(1_600_000, 920_000),
         stack_product_overhead=BySize(600, 280),
-        # Two threads against one, [1,512] @ [512,n], twice each: float32 n = 512 0.56-0.78x,
-        # 768 0.61-0.94x, 1024 1.11-1.15x; float64 n = 512 0.97-1.09x, 768 0.73-1.22x,
-        # 1024 1.37-1.38x.
-        parallel_min_row_stream=BySize(1 << 19, 1 << 19),
+        # Two threads against one (forced), [1,512] @ [512,n], B's strips in registers
+        # (``strips``), twice each: float32 n = 1024 0.83-0.87x, 1536 0.94-1.00x, 2048 1.25x;
+        # float64 n = 512 0.74-0.86x, 768 0.84-0.97x, 1024 0.92-1.12x, 1536 1.05-1.24x.
+        parallel_min_row_stream=BySize(1 << 20, 3 << 18),
         # Two threads against one (forced), row dots (W @ x, [1,k] @ W.T), [4,512] @ B and
         # [4,512] @ W.T: float32 at 2^18 elements streamed [4,512] @ [512,512] 0.72x and
         # @ W.T 0.89x (row dots 1.01-1.17x), at 2^19 all 1.14-1.50x; float64 at 2^17

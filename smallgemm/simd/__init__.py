@@ -37,6 +37,7 @@ from .dots import (  # noqa: F401
     lane_dot_tail,
     lane_dot_width,
     lane_dot_zero,
+    strip_sums,
 )
 from .memory import (  # noqa: F401
     address,
@@ -66,6 +67,7 @@ from .memory import (  # noqa: F401
     tile_rows,
     tile_step_fmas,
     tile_streams_from,
+    tile_strips,
     tile_with_rows,
     zero_of,
 )

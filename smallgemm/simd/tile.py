@@ -176,7 +176,7 @@ def _write_tile(builder, s, acc, cp, coff, rstride, alpha_v, beta_v, mode_v, liv
         if masks[v] is None:
             builder.store(value, ptr, align=1)
         else:
-            _masked_store_lanes(builder, value, ptr, masks[v])
+            masked_store(builder, value, ptr, masks[v])
 
     fn = builder.function
     blocks = {m: fn.append_basic_block(f"tile_write_{m}") for m in (OVERWRITE, SCALE, ACCUMULATE)}
@@ -340,7 +340,7 @@ def masked_load(builder, ptr, off, vec, mask):
     return builder.call(fn, [vptr, ir.Constant(ir.IntType(32), 1), mask, zero])
 
 
-def _masked_store_lanes(builder, value, ptr, mask):
+def masked_store(builder, value, ptr, mask):
     """Store the lanes of ``value`` selected by ``mask`` (<n x i1>) at the vector pointer ``ptr``."""
     vec = value.type
     lane = "f32" if isinstance(vec.element, ir.FloatType) else "f64"

@@ -29,6 +29,9 @@ class TileShape:
     kernel's choices for its memory-bound loops: whether the single-row stream
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
+    ``strips`` too: whether the single-row stream holds a strip of C's row (the tile's
+    vectors) in registers across all of k where B is not read from memory, instead of
+    adding B's rows to a row buffer in the L1 (``strip_sums``).
 
     ``up_to`` is for the few-rows tile only: the rows of C up to which the unpacked driver
     chooses it, or the narrow tile, over the main tile on a B read along its rows
@@ -56,6 +59,7 @@ class TileShape:
     depth: int = 1
     fetch_ahead: bool = False
     dot_pairs: bool = False
+    strips: bool = False
     stream_from: int = 0
     up_to: int = 0
     lane_sums: bool = False
@@ -78,7 +82,7 @@ class TileShapeType(types.Type):
     def __init__(self, shape: TileShape):
         self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
-        flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "")
+        flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "") + ("r" if s.strips else "")
         flags += f"s{s.stream_from}" if s.stream_from else ""
         flags += f"u{s.up_to}" if s.up_to else ""
         super().__init__(

@@ -40,11 +40,14 @@ from ...simd import (
     line_elements,
     multiply_add,
     prefetch_read_l2,
+    strip_sums,
     sums_lane_wise,
+    tile_cols,
     tile_dot_pairs,
     tile_fetches_ahead,
     tile_lanes,
     tile_store,
+    tile_strips,
 )
 from ...simd.linked import linked
 from ..blocked import merge_mode
@@ -79,7 +82,10 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     the L3 keeps starts at the same place within a vector, the columns before
     a vector boundary are added one by one, so the vector loads never
     straddle two cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a
-    line as NumPy allocates it: 1.02-1.38x in paired runs).  Each element is
+    line as NumPy allocates it: 1.02-1.38x in paired runs).  Where the kernel's GEMV
+    tile holds ``strips`` and B is not read from memory (no requests ahead), each strip
+    of the tile's width instead keeps its sums in registers across the KC block
+    (``strip_columns``): a row of B's strip is loaded per k and nothing else.  Each element is
     still the FMA chain of its KC block in increasing k from zero, merged by
     the usual rules, so the bits are those of every other path.
     """
@@ -92,6 +98,7 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
+    strip = tile_cols(rule, b) if tile_strips(rule) and not fetch else 0
     rows_aligned_alike = rs_b % lanes == 0 and not fetch
     j0 = 0
     while j0 < n:
@@ -106,18 +113,29 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
         sums = advance(row, shift)
         # The same columns, as many groups of rows ahead as GEMV_FETCH_AHEAD asks of groups of AXPY_ROWS.
         ahead = (GEMV_FETCH_AHEAD * (group // AXPY_ROWS) + width - 1) // width * rs_b
+        # Strips take every column (``strip_columns``); else the lead's, the vectors', the rest.
+        striped = strip != 0
+        boundary = lead  # B's rows reach a vector boundary this many columns on (rows aligned alike)
+        if striped:
+            lead, whole = 0, width
+        stripped = width if striped else lead
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             grouped = depth - depth % group
-            for j in range(width):
+            if striped:
+                strip_columns(rule, a, a_off + pc * cs_a, cs_a, b, b_off + pc * rs_b + j0, rs_b, depth, sums, width,
+                              strip, boundary)
+            for j in range(lead):
                 sums[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
+            for j in range(stripped, width):
+                sums[j] = zero
             for p in range(0, grouped, group):
                 x_at = a_off + (pc + p) * cs_a
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(lead):
                     for q in range(group):
                         sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
-                for j in range(lead, whole, lanes):
+                for j in range(stripped, whole, lanes):
                     if fetch:
                         for q in range(group):
                             prefetch_read_l2(b, start + q * rs_b + j + ahead)
@@ -133,12 +151,30 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(lead):
                     sums[j] = multiply_add(rule, x, b[start + j], sums[j])
-                for j in range(lead, whole, lanes):
+                for j in range(stripped, whole, lanes):
                     axpy_vector(rule, x, b, start + j, sums, j)
                 for j in range(whole, width):
                     sums[j] = multiply_add(rule, x, b[start + j], sums[j])
             merge_sums(rule, sums, width, c, c_off + j0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
         j0 += width
+
+
+@njit(cache=True, inline="always")
+def strip_columns(rule, a, a_off, cs_a, b, b_off, rs_b, depth, sums, width, strip, lead):
+    """``strip_sums`` over ``width`` columns, ``strip`` columns at a time: the first strip
+    from column 0, the next ones from the vector boundaries of B's rows ``lead`` columns on,
+    where their loads split no line (rows aligned alike; else ``lead`` is 0): the second
+    strip goes back over up to LANES - 1 columns, which get the same chains, the same
+    bits, twice, and the last one takes up to a vector more than ``strip``, so that going
+    back costs no pass over B of its own."""
+    lanes = tile_lanes(rule, b)
+    j = 0
+    while j < width:
+        columns = width - j if width - j <= strip + lanes else strip
+        strip_sums(rule, a, a_off, cs_a, b, b_off + j, rs_b, depth, sums, j, columns)
+        j += columns
+        if j < width:
+            j -= (j - lead) % lanes
 
 
 # Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48
