@@ -81,6 +81,16 @@ def test_stacks_of_tiny_products_equal_the_chain_reference(kernel, dtype):
             _check(got[i], chain_reference(1.0, a[i], b[i]), f"{shape} product {i}")
 
 
+def _few_tile_rows(kernel) -> int:
+    """The fewest rows (at least 2) the few-rows tile takes: past those the GEMV tile holds
+    in register strips (``strips``) and those the narrow tile streams (``stream_from``)."""
+    rows, start = kernel.narrow.rows, kernel.narrow.stream_from
+    for m in range(max(2, kernel.gemv.strips + 1), kernel.few.up_to + 1):
+        if not (start and start <= m and -m % rows <= rows - start):
+            return m
+    raise AssertionError(f"{kernel.name}: no rows for the few-rows tile")
+
+
 def _unpacked_route(kernel, a, b):
     """The way ``gemm_unpacked`` takes a lone product of 2-D a and b (exact: one KC block)."""
     size = a.itemsize
@@ -90,7 +100,7 @@ def _unpacked_route(kernel, a, b):
     if form != unpacked.TILES:
         return form
     return unpacked.tile_of(
-        kernel.shape, kernel.narrow, kernel.few, kernel.resident, a.shape[1], 1 << 30, a, b
+        kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident, a.shape[1], 1 << 30, a, b
     )
 
 
@@ -113,7 +123,8 @@ def test_stacks_on_every_unpacked_route_equal_the_chain_reference(kernel, dtype)
         unpacked.DOTS_OF_B_COLUMNS: (5, 1, 70, 45, True),
         unpacked.GEMV_TILE: (5, 1, 70, 45, False),
         unpacked.TRANSPOSING_STREAM: (5, 3, 70, 45, True),
-        unpacked.FEW_TILE: (4, 2, 70, 5 * kernel.nr(dtype) + 7, False),
+        # Past the rows the GEMV tile holds in register strips (the kernel's ``strips``).
+        unpacked.FEW_TILE: (4, _few_tile_rows(kernel), 70, 5 * kernel.nr(dtype) + 7, False),
     }
     for route, (count, m, k, n, transposed) in cases.items():
         a = random_matrix(rng, (count, m, k), dtype)

@@ -470,9 +470,13 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
                 "reversed": random_matrix(rng, (m, k), dtype)[::-1, ::-1],
             }
             streams = start and start <= m and -m % rows <= rows - start
-            route = unpacked.tile_of(kernel.shape, narrow, kernel.few, kernel.resident, k, 2 * group, wide, w)
+            route = unpacked.tile_of(
+                kernel.shape, narrow, kernel.few, kernel.gemv, kernel.resident, k, 2 * group, wide, w
+            )
             few = unpacked.FEW_TILE if m <= kernel.few.up_to else unpacked.MAIN_TILE
-            assert route == (unpacked.NARROW_STREAM if streams else few), m
+            if m <= kernel.gemv.strips:  # rows held in register strips (B from the caches)
+                few = unpacked.GEMV_TILE
+            assert route == (unpacked.NARROW_STREAM if streams and few != unpacked.GEMV_TILE else few), m
             with smallgemm.num_threads(threads):
                 for name, x in a_layouts.items():
                     got = smallgemm.matmul(x, w)

@@ -9,6 +9,7 @@ from reference import assert_close
 import smallgemm
 from smallgemm.drivers.unpacked import (
     FEW_TILE,
+    GEMV_TILE,
     MAIN_TILE,
     NARROW_STREAM,
     NARROW_TILE,
@@ -17,7 +18,7 @@ from smallgemm.drivers.unpacked import (
 )
 from smallgemm.kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from smallgemm.plan import in_force
-from smallgemm.simd import address
+from smallgemm.simd import address, row_dots_rule
 
 
 def resident_limits(kernel, dtype):
@@ -32,15 +33,15 @@ def resident_strip(kernel, dtype):
 
 
 @njit
-def _tile_choice(shape, narrow, few, resident, m, n, k, kc, probe):
-    return tile_choice(shape, narrow, few, resident, m, n, k, kc, address(probe))
+def _tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, probe):
+    return tile_choice(shape, narrow, few, row_dots_rule(gemv, False), resident, m, n, k, kc, address(probe))
 
 
 def chosen(kernel, dtype, m, n, k):
     """The tile the unpacked driver picks for an m x n x k product."""
     kc = in_force.block_sizes(kernel, dtype).kc
     return _tile_choice(
-        kernel.shape, kernel.narrow, kernel.few, kernel.resident, m, n, k, kc, np.zeros(1, dtype)
+        kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident, m, n, k, kc, np.zeros(1, dtype)
     )
 
 
@@ -185,12 +186,15 @@ def padded(tile, m, n, dtype):
 def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
     """A few rows (up to the few tile's ``up_to``) times a B wider than the main tile: from
     FEW_TILE_MIN_B_BYTES on, the few-rows stream (B read in order; on the narrow tile where it
-    pads few rows: ``unpacked.narrow_streams``); below, the main tile unless the few tile saves
-    a quarter of the FMAs.  More rows: the main tile.  Either way the bits of the blocked driver."""
+    pads few rows: ``unpacked.narrow_streams``), or up to the GEMV tile's ``strips`` rows their
+    register strips; below, the main tile unless the few tile saves a quarter of the FMAs.
+    More rows: the main tile.  Either way the bits of the blocked driver."""
     rng = np.random.default_rng(m)
     n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
     rows, start = kernel.narrow.rows, kernel.narrow.stream_from
     streamed = NARROW_STREAM if 0 < start <= m and -m % rows <= rows - start else FEW_TILE
+    if m <= kernel.gemv.strips:
+        streamed = GEMV_TILE
     below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from conftest import blocked_product, random_matrix
 from numba import njit
-from reference import assert_close
+from reference import assert_close, chain_reference
 
 import smallgemm
 from smallgemm import simd
@@ -179,31 +179,34 @@ def test_gemv_from_any_start_within_a_vector(kernel, dtype):
                 )
 
 
-def test_one_row_in_register_strips_from_any_start_within_a_line(kernel, dtype):
-    """One row times B in strips of the GEMV tile's width held in registers (kernels whose
-    GEMV tile sets ``strips``; the others add rows to a row buffer): widths around a
-    strip, a strip and a vector, and two, from every start within a line (the second strip
-    goes back to a vector boundary, the last takes up to a vector more, the last vector is
-    masked): every column gets the chain of the blocked driver, with alpha and beta too."""
-    rng = np.random.default_rng(8)
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 12])
+def test_rows_in_register_strips_from_any_start_within_a_line(kernel, dtype, m):
+    """A few rows times B in register strips (kernels whose GEMV tile sets ``strips``, up to
+    that many rows; the other kernels and rows take their own tiles), widths around a strip,
+    a strip and a vector, and two, from every start within a line (the second strip goes back
+    to a vector boundary, the last takes up to a vector more, the last vector is masked), on
+    rows of A a stride apart: every element is the chain reference's, with alpha and beta too,
+    on one thread and two."""
+    rng = np.random.default_rng(m)
     lanes, strip = kernel.gemv.lanes(dtype.itemsize), kernel.gemv.cols(dtype.itemsize)
     k = 19
-    x = random_matrix(rng, (2, k), dtype)
+    x = random_matrix(rng, (m, 2 * k), dtype)[:, ::2]
     for n in sorted(
         {1, lanes - 1, lanes + 1, strip - 1, strip + 1, strip + lanes, strip + lanes + 1, 2 * strip + 3}
     ):
         ld = -(-(n + 1) // 16) * 16
         for offset, w in starts_within_a_line(rng, k, n, ld, dtype):
-            expected = blocked_product(x, w)[0]
-            np.testing.assert_array_equal(
-                smallgemm.matmul(x[0], w), expected, err_msg=f"n {n}, offset {offset}"
-            )
-            c = random_matrix(rng, (1, n), dtype)
-            np.testing.assert_array_equal(
-                smallgemm.gemm(0.5, x[:1], w, beta=-2.0, c=c.copy()),
-                smallgemm.gemm(0.5, x, w, beta=-2.0, c=np.vstack([c, c]))[:1],
-                err_msg=f"n {n}, offset {offset}, gemm",
-            )
+            c = random_matrix(rng, (m, n), dtype)
+            for threads in (1, 2):
+                with smallgemm.num_threads(threads):
+                    np.testing.assert_array_equal(
+                        smallgemm.matmul(x, w), chain_reference(1.0, x, w), err_msg=f"n {n}, offset {offset}"
+                    )
+                    np.testing.assert_array_equal(
+                        smallgemm.gemm(0.5, x, w, beta=-2.0, c=c.copy()),
+                        chain_reference(0.5, x, w, -2.0, c),
+                        err_msg=f"n {n}, offset {offset}, gemm",
+                    )
 
 
 @pytest.mark.parametrize("m", [2, 4, 9])

@@ -23,8 +23,12 @@ KERNEL = Kernel(
     few=TileShape(rows=4, vectors=4, bits=512, fused=True, up_to=32),
     # The single-row stream requests B ahead and adds 8 rows at a time from large B
     # (``fetch_ahead``): measured here; with AVX2 both lose.  Row dots one row block at
-    # a time: two 16-row blocks side by side lost here.
-    gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True, strips=True),
+    # a time: two 16-row blocks side by side lost here.  Up to 12 rows of C in register
+    # strips (``strips``) where B is under 16 MiB, against the few-rows stream, one thread,
+    # [m,512] @ [512,2048] and [m,256] @ [256,4096]: float32 and float64 m = 2-3 1.44-1.67x,
+    # 4 1.11-1.13x, 5-6 1.39-1.46x, 8 1.17-1.19x, 10-12 1.08-1.25x; m = 16 0.93x (the narrow
+    # tile's stream); one row 1.15-1.8x against the row buffer.
+    gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True, strips=12),
     # 16 zmm hold B, 8 the rows of C.
     resident=TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),
     requires=("avx512f", "fma"),

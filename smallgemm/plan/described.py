@@ -45,7 +45,17 @@ def routed_tile(p: Problem) -> str:
     """The unpacked drivers: the tile their route chooses for this product."""
     kernel = p.prep.kernel
     return TILE_NAMES[
-        tile_of(kernel.shape, kernel.narrow, kernel.few, kernel.resident, p.k, p.prep.sizes.kc, p.a, p.b)
+        tile_of(
+            kernel.shape,
+            kernel.narrow,
+            kernel.few,
+            kernel.gemv,
+            kernel.resident,
+            p.k,
+            p.prep.sizes.kc,
+            p.a,
+            p.b,
+        )
     ]
 
 

@@ -37,7 +37,6 @@ from .dots import (  # noqa: F401
     lane_dot_tail,
     lane_dot_width,
     lane_dot_zero,
-    strip_sums,
 )
 from .memory import (  # noqa: F401
     address,
@@ -73,6 +72,7 @@ from .memory import (  # noqa: F401
 )
 from .pack import copy_column, fma_throughput_loop, pack_a_rows_block, pack_b_cols_block  # noqa: F401
 from .resident import ResidentType, resident_b, resident_product  # noqa: F401
+from .strips import STRIP_ROWS, strip_sums, strip_vectors, strip_width  # noqa: F401
 from .tile import (  # noqa: F401
     ACCUMULATE,
     CONTINUE,

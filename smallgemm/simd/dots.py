@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .memory import copy_args, shape_constant, tile_args
 from .pack import transpose_vectors
-from .tile import lane_mask, masked_load, masked_store
+from .tile import lane_mask, masked_load
 from .types import I64, TileShape, TileType, declare_fma, float_pointer, splat_vector, vector_ptr, vector_type
 
 # --- row dots: a matrix with contiguous rows times one vector ------------------
@@ -374,70 +373,3 @@ def _axpy_rows(count):
 
 axpy_rows = _axpy_rows(AXPY_ROWS)
 axpy_rows_wide = _axpy_rows(AXPY_ROWS_WIDE)
-
-
-@intrinsic
-def strip_sums(typingctx, shape, x, x_off, x_stride, src, src_off, rs, depth, dst, dst_off, columns):
-    """dst[dst_off : + columns] = for each column, the FMA chain over q < depth, in increasing
-    q, of x[x_off + q*x_stride] * src[src_off + q*rs + column], from zero; the shape's rule;
-    ``columns`` from 1 to the shape's width and one vector more.
-
-    One row of C a strip at a time: the strip's sums stay in registers across all of
-    ``depth``, so each step loads a row of B's strip and nothing else, where ``axpy_rows``
-    also loads and stores the row buffer.  The same multiply-adds in the same order:
-    ``fma(x, b, 0)``, the rounded product, is each chain's first step.  One loop is
-    compiled for each count of vectors, which ``columns`` picks at run time; the last
-    vector's loads and its store are masked to the columns.
-    """
-    found = copy_args(shape, src, dst)
-    if found is None or x != src:
-        return None
-    s, dtype = found
-
-    def codegen(context, builder, signature, args):
-        _, xp, xo, xs, sp, so, rsv, count, dp, do, live = args
-        vec = vector_type(s, dtype)
-        fma = declare_fma(builder.module, s.fused, vec)
-        lanes = ir.Constant(I64, vec.count)
-        vectors = builder.udiv(builder.add(live, ir.Constant(I64, vec.count - 1)), lanes)
-        # The last vector's live lanes: columns - (vectors - 1) * LANES.
-        mask = lane_mask(
-            builder,
-            builder.sub(live, builder.mul(builder.sub(vectors, ir.Constant(I64, 1)), lanes)),
-            0,
-            vec.count,
-        )
-        sums = [cgutils.alloca_once(builder, vec) for _ in range(s.vectors + 1)]
-        done = builder.append_basic_block("strip_done")
-        choice = builder.switch(vectors, done)
-        for width in range(1, s.vectors + 2):
-            block = builder.append_basic_block(f"strip_{width}")
-            choice.add_case(ir.Constant(I64, width), block)
-            builder.position_at_end(block)
-            for total in sums[:width]:
-                builder.store(ir.Constant(vec, None), total)
-            with cgutils.for_range(builder, count) as loop:
-                step = loop.index
-                at_x = builder.add(xo, builder.mul(step, xs))
-                scale = splat_vector(builder, builder.load(builder.gep(xp, [at_x])), vec)
-                row = builder.add(so, builder.mul(step, rsv))
-                for v, total in enumerate(sums[:width]):
-                    at = builder.add(row, ir.Constant(I64, v * vec.count))
-                    if v == width - 1:
-                        value = masked_load(builder, sp, at, vec, mask)
-                    else:
-                        value = builder.load(vector_ptr(builder, sp, at, vec), align=1)
-                    builder.store(builder.call(fma, [scale, value, builder.load(total)]), total)
-            for v, total in enumerate(sums[:width]):
-                target = vector_ptr(builder, dp, builder.add(do, ir.Constant(I64, v * vec.count)), vec)
-                if v == width - 1:
-                    masked_store(builder, builder.load(total), target, mask)
-                else:
-                    builder.store(builder.load(total), target, align=1)
-            builder.branch(done)
-        builder.position_at_end(done)
-        return context.get_dummy_value()
-
-    return types.void(
-        shape, x, types.intp, types.intp, src, types.intp, types.intp, types.intp, dst, types.intp, types.intp
-    ), codegen

@@ -202,10 +202,10 @@ tile_fetches_ahead = shape_constant(lambda s, size: int(s.fetch_ahead), needs_po
 tile_fetches_ahead.__doc__ = (
     "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
 )
-tile_strips = shape_constant(lambda s, size: int(s.strips), needs_pointer=False)
+tile_strips = shape_constant(lambda s, size: s.strips, needs_pointer=False)
 tile_strips.__doc__ = (
-    "tile_strips(shape): 1 where a GEMV tile's stream holds strips of C's row in registers, else 0"
-    " (compile-time)."
+    "tile_strips(shape): the rows of C up to which a GEMV tile's driver holds strips of them in"
+    " registers, 0 for never (compile-time)."
 )
 tile_streams_from = shape_constant(lambda s, size: s.stream_from, needs_pointer=False)
 tile_streams_from.__doc__ = (

@@ -29,9 +29,10 @@ class TileShape:
     kernel's choices for its memory-bound loops: whether the single-row stream
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
-    ``strips`` too: whether the single-row stream holds a strip of C's row (the tile's
-    vectors) in registers across all of k where B is not read from memory, instead of
-    adding B's rows to a row buffer in the L1 (``strip_sums``).
+    ``strips`` too: up to how many rows of C the GEMV tile's driver (``unpacked.gemv_rows``)
+    holds a strip of them in registers across all of k where B is not read from memory
+    (``strip_sums``: one row in the tile's vectors, up to STRIP_ROWS at once), rather than
+    adding B's rows to a row buffer in the L1 (one row) or taking the few-rows stream; 0: never.
 
     ``up_to`` is for the few-rows tile only: the rows of C up to which the unpacked driver
     chooses it, or the narrow tile, over the main tile on a B read along its rows
@@ -59,7 +60,7 @@ class TileShape:
     depth: int = 1
     fetch_ahead: bool = False
     dot_pairs: bool = False
-    strips: bool = False
+    strips: int = 0
     stream_from: int = 0
     up_to: int = 0
     lane_sums: bool = False
@@ -82,7 +83,11 @@ class TileShapeType(types.Type):
     def __init__(self, shape: TileShape):
         self.shape = s = replace(shape, lane_sums=False)
         depth = f"d{s.depth}" if s.depth != 1 else ""
-        flags = ("p" if s.fetch_ahead else "") + ("2" if s.dot_pairs else "") + ("r" if s.strips else "")
+        flags = (
+            ("p" if s.fetch_ahead else "")
+            + ("2" if s.dot_pairs else "")
+            + (f"r{s.strips}" if s.strips else "")
+        )
         flags += f"s{s.stream_from}" if s.stream_from else ""
         flags += f"u{s.up_to}" if s.up_to else ""
         super().__init__(

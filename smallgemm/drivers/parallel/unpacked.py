@@ -224,7 +224,7 @@ def unpacked_parallel_product(
     # it cost this entry 10 % more compile time.
     choice = unpacked_form(m, n, cs_a, rs_b, cs_b)
     if choice == TILES:
-        choice = tile_choice(shape, narrow, few, resident, m, n, k, kc, a)
+        choice = tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a)
     if choice == DOTS_OF_A_ROWS:
         dot_rows_parallel(gemv, m, k, alpha, beta, b, origin, rs_b, a, origin, rs_a, c, origin, rs_c, kc, workers, sums,
                           counter)

@@ -133,6 +133,7 @@ def vector_entry(gemv, lane_sums, alpha, beta, vec, mat, c, kc, sums, rows_of_ma
                  address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
                  address(sums))
     else:
-        gemv_rows(rule, mat.shape[1], mat.shape[0], alpha, beta, address(vec), origin, vec.strides[0] // size,
-                  address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
-                  address(sums))
+        unit = np.intp(1)  # one row: its row strides are never read
+        gemv_rows(rule, unit, mat.shape[1], mat.shape[0], alpha, beta, address(vec), origin, unit,
+                  vec.strides[0] // size, address(mat), origin, mat.strides[0] // size, address(c), origin, unit,
+                  c.strides[0] // size, kc, address(sums))

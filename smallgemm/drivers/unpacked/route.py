@@ -11,12 +11,14 @@ from ...simd import (
     address,
     line_elements,
     resident_depth,
+    row_dots_rule,
     tile_chosen_up_to,
     tile_cols,
     tile_lanes,
     tile_rows,
     tile_streams_from,
 )
+from .row_dots import strips_in_registers
 
 # The kernel's tiles, as ``tile_choice`` names them: FEW_TILE and NARROW_STREAM run the
 # few-rows stream (``stream_tiles``) on the few-rows and the narrow tile.
@@ -26,11 +28,12 @@ MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE, NARROW_STREAM = 0, 1
 # B a strip at a time.
 DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM = 6, 7, 8
 TILES = -1  # unpacked_form: one of the tiles
-TILE_NAMES = ("main", "narrow", "few-rows", "single-row (GEMV)", "resident B", "narrow, all rows in one stream")
+TILE_NAMES = ("main", "narrow", "few-rows", "GEMV: rows in register strips, or one row", "resident B",
+              "narrow, all rows in one stream")
 
 
 @njit(cache=True)
-def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
+def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
     """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
 
     ``resident`` when B's k fits in its registers (k <= depth, n within
@@ -43,7 +46,9 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
     tile (half the few tile would then be padding: float32, one thread, main /
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
     1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
-    than a quarter of the FMAs: its stream costs more than it saves.  Where the
+    than a quarter of the FMAs: its stream costs more than it saves.  Up to the GEMV
+    tile's ``strips`` rows, with B not read from memory, the rows are held in register
+    strips instead (GEMV_TILE, ``row_dots.row_strips``).  Where the
     narrow tile holds the rows of C with little padding (``narrow_streams``), the
     stream runs it instead (NARROW_STREAM): each vector of B is then loaded once per
     k step for 16 rows, and fewer row tiles' partial sums wait in the workspace (AVX-512,
@@ -66,6 +71,8 @@ def tile_choice(shape, narrow, few, resident, m, n, k, kc, a):
         n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
         or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
     ):
+        if strips_in_registers(gemv, m, n, k, a):
+            return GEMV_TILE
         return NARROW_STREAM if narrow_streams(narrow, m) else FEW_TILE
     if m <= tile_chosen_up_to(few) and 3 * padded_fmas(narrow, m, n, a) < 2 * padded_fmas(shape, m, n, a):
         return NARROW_TILE
@@ -98,16 +105,17 @@ def unpacked_form(m, n, cs_a, rs_b, cs_b):
 
 
 @njit(cache=True, inline="always")
-def unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a):
+def unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a):
     """``unpacked_form``, with the tile of ``tile_choice`` in place of TILES."""
     form = unpacked_form(m, n, cs_a, rs_b, cs_b)
-    return tile_choice(shape, narrow, few, resident, m, n, k, kc, a) if form == TILES else form
+    return tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a) if form == TILES else form
 
 
 @njit(cache=True)
-def tile_of(shape, narrow, few, resident, k, kc, a, b):
+def tile_of(shape, narrow, few, gemv, resident, k, kc, a, b):
     """``tile_choice`` for Python callers (``strategies.explain``): a and b are the 2-D operands."""
-    return tile_choice(shape, narrow, few, resident, a.shape[0], b.shape[1], k, kc, address(a))
+    rule = row_dots_rule(gemv, False)  # the GEMV tile as the drivers pass it
+    return tile_choice(shape, narrow, few, rule, resident, a.shape[0], b.shape[1], k, kc, address(a))
 
 
 @njit(cache=True, inline="always")

@@ -1,5 +1,6 @@
 """Row dots and the single-row stream: a matrix with contiguous rows times one vector
-(``W @ x``, ``x @ W.T`` with one row) and one row times B (GEMV rows).
+(``W @ x``, ``x @ W.T`` with one row), and one or a few rows times B (GEMV rows, register
+strips).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ...simd import (
     CONTINUE,
     LANE_DOT_ROWS,
     OVERWRITE,
+    STRIP_ROWS,
     advance,
     axpy_rows,
     axpy_rows_wide,
@@ -41,8 +43,8 @@ from ...simd import (
     multiply_add,
     prefetch_read_l2,
     strip_sums,
+    strip_width,
     sums_lane_wise,
-    tile_cols,
     tile_dot_pairs,
     tile_fetches_ahead,
     tile_lanes,
@@ -67,9 +69,19 @@ def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
             c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
 
 
+@njit(cache=True)
+def strips_in_registers(rule, m, n, k, b):
+    """Whether ``gemv_rows`` holds m rows of C in register strips (``row_strips``): up to the
+    kernel's GEMV tile's ``strips`` rows, and B under GEMV_FETCH_MIN_BYTES (not read from
+    memory, where the strips' rows a stride apart wait on it)."""
+    return m <= tile_strips(rule) and n * k * (64 // line_elements(rule, b)) < GEMV_FETCH_MIN_BYTES
+
+
 @linked
-def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, row):
-    """One row of C (m == 1): B streamed row after row, in order, as memory delivers it.
+def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, row):
+    """m rows of C times B with contiguous rows: in register strips (``row_strips``) where
+    ``strips_in_registers``, else one row (m == 1; the route takes no more rows here) with B
+    streamed row after row, in order, as memory delivers it.
 
     For each chunk of columns and each KC block, the chunk's partial sums live in
     ``row`` (L1) and every row of B is read once, contiguously: the read
@@ -82,13 +94,13 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     the L3 keeps starts at the same place within a vector, the columns before
     a vector boundary are added one by one, so the vector loads never
     straddle two cache lines (float32 [1,512] @ [512,2048], B 16 bytes into a
-    line as NumPy allocates it: 1.02-1.38x in paired runs).  Where the kernel's GEMV
-    tile holds ``strips`` and B is not read from memory (no requests ahead), each strip
-    of the tile's width instead keeps its sums in registers across the KC block
-    (``strip_columns``): a row of B's strip is loaded per k and nothing else.  Each element is
+    line as NumPy allocates it: 1.02-1.38x in paired runs).  Each element is
     still the FMA chain of its KC block in increasing k from zero, merged by
     the usual rules, so the bits are those of every other path.
     """
+    if strips_in_registers(rule, m, n, k, b):
+        row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, row)
+        return
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
     item_bytes = 64 // line_elements(rule, b)
@@ -98,7 +110,6 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
-    strip = tile_cols(rule, b) if tile_strips(rule) and not fetch else 0
     rows_aligned_alike = rs_b % lanes == 0 and not fetch
     j0 = 0
     while j0 < n:
@@ -113,29 +124,18 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
         sums = advance(row, shift)
         # The same columns, as many groups of rows ahead as GEMV_FETCH_AHEAD asks of groups of AXPY_ROWS.
         ahead = (GEMV_FETCH_AHEAD * (group // AXPY_ROWS) + width - 1) // width * rs_b
-        # Strips take every column (``strip_columns``); else the lead's, the vectors', the rest.
-        striped = strip != 0
-        boundary = lead  # B's rows reach a vector boundary this many columns on (rows aligned alike)
-        if striped:
-            lead, whole = 0, width
-        stripped = width if striped else lead
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             grouped = depth - depth % group
-            if striped:
-                strip_columns(rule, a, a_off + pc * cs_a, cs_a, b, b_off + pc * rs_b + j0, rs_b, depth, sums, width,
-                              strip, boundary)
-            for j in range(lead):
+            for j in range(width):
                 sums[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
-            for j in range(stripped, width):
-                sums[j] = zero
             for p in range(0, grouped, group):
                 x_at = a_off + (pc + p) * cs_a
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(lead):
                     for q in range(group):
                         sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
-                for j in range(stripped, whole, lanes):
+                for j in range(lead, whole, lanes):
                     if fetch:
                         for q in range(group):
                             prefetch_read_l2(b, start + q * rs_b + j + ahead)
@@ -151,7 +151,7 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
                 start = b_off + (pc + p) * rs_b + j0
                 for j in range(lead):
                     sums[j] = multiply_add(rule, x, b[start + j], sums[j])
-                for j in range(stripped, whole, lanes):
+                for j in range(lead, whole, lanes):
                     axpy_vector(rule, x, b, start + j, sums, j)
                 for j in range(whole, width):
                     sums[j] = multiply_add(rule, x, b[start + j], sums[j])
@@ -159,22 +159,42 @@ def gemv_rows(rule, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off,
         j0 += width
 
 
-@njit(cache=True, inline="always")
-def strip_columns(rule, a, a_off, cs_a, b, b_off, rs_b, depth, sums, width, strip, lead):
-    """``strip_sums`` over ``width`` columns, ``strip`` columns at a time: the first strip
-    from column 0, the next ones from the vector boundaries of B's rows ``lead`` columns on,
-    where their loads split no line (rows aligned alike; else ``lead`` is 0): the second
-    strip goes back over up to LANES - 1 columns, which get the same chains, the same
-    bits, twice, and the last one takes up to a vector more than ``strip``, so that going
-    back costs no pass over B of its own."""
+@njit(cache=True)
+def row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums):
+    """m rows of C, STRIP_ROWS at a time, a strip of columns at a time (``strip_sums``), each
+    element's sum in a register across its KC block, then merged into C by the usual rules.
+
+    A strip spans the GEMV tile's vectors for one row (256 float32 columns on AVX-512), fewer
+    for more rows (``simd.strip_vectors``: 11, 7 and 5 vectors for 2, 3 and 4 rows).  The first
+    strip starts at column 0, the next ones on the vector boundaries of B's rows (where they all
+    start alike within a vector), so their loads split no line: the second goes back over up
+    to LANES - 1 columns, which get the same chains again and are merged once; the last takes
+    up to a vector more than a strip, so going back costs no pass over B of its own, and its
+    last vector is masked.  Against the row buffer (one row) and the few-rows stream, B's rows
+    are read a strip at a time a row stride apart, which the prefetchers follow from the
+    caches (one AMD Zen 4 core: float32 [1,512] @ [512,2048] 57-58 against 66-70 us, [2,512] @
+    [512,2048] 61 against 99.5 us on the stream; docs/performance.md).
+    """
     lanes = tile_lanes(rule, b)
-    j = 0
-    while j < width:
-        columns = width - j if width - j <= strip + lanes else strip
-        strip_sums(rule, a, a_off, cs_a, b, b_off + j, rs_b, depth, sums, j, columns)
-        j += columns
-        if j < width:
-            j -= (j - lead) % lanes
+    lead = elements_to_vector_boundary(rule, b, b_off) if rs_b % lanes == 0 else 0
+    for i in range(0, m, STRIP_ROWS):
+        rows = min(STRIP_ROWS, m - i)
+        strip = strip_width(rule, rows, b)
+        ld = strip + lanes  # the strip's sums, a row apart in ``sums``
+        for pc in range(0, k, kc):
+            depth = min(kc, k - pc)
+            mode = merge_mode(pc, beta)
+            j = merged = 0
+            while j < n:
+                columns = n - j if n - j <= strip + lanes else strip
+                strip_sums(rule, rows, a, a_off + i * rs_a + pc * cs_a, rs_a, cs_a, b, b_off + pc * rs_b + j, rs_b,
+                           depth, sums, 0, ld, columns)
+                for r in range(rows):
+                    merge_sums(rule, advance(sums, r * ld + merged - j), j + columns - merged, c,
+                               c_off + (i + r) * rs_c + merged * cs_c, cs_c, alpha, beta, mode)
+                j = merged = j + columns
+                if j < n:
+                    j -= (j - lead) % lanes
 
 
 # Rows a multiple of this many bytes apart fall in the same L1 set (a 32 or 48

@@ -99,7 +99,7 @@ def gemm_unpacked(
     the parallel driver's tasks and a stack's products on the routes without a tile loop
     call it by name (``unpacked_part``).
     """
-    choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    choice = unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == DOTS_OF_A_ROWS:
         dot_rows(gemv, m, k, alpha, beta, b, b_off, rs_b, a, a_off, rs_a, c, c_off, rs_c, kc, sums)
     elif choice == DOTS_OF_B_COLUMNS:
@@ -120,7 +120,7 @@ def gemm_unpacked(
         narrow_stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
                             cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
     elif choice == GEMV_TILE:
-        gemv_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, rs_b, c, c_off, cs_c, kc, sums)
+        gemv_rows(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums)
     else:
         main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
                    cs_c, kc, sums, scratch)
@@ -152,7 +152,7 @@ def gemm_unpacked_stack(
     AVX2), with their loops inlined; the other routes go through ``unpacked_part``, so the
     stack loop holds no second copy of ``gemm_unpacked``.
     """
-    choice = unpacked_route(shape, narrow, few, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    choice = unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == MAIN_TILE:
         for t in range(count):
             main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,

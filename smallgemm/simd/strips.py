@@ -1,0 +1,135 @@
+"""Register strips: a few rows of C, a strip of columns at a time, each element's sum held in
+a register across all of k while B's rows stream past (one row times B and few rows times a
+B the caches hold: ``unpacked.gemv_rows``).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .memory import copy_args, tile_cols, tile_lanes
+from .tile import lane_mask, masked_load, masked_store
+from .types import I64, TileShape, declare_fma, splat_vector, vector_ptr, vector_type
+
+# Rows of C one ``strip_sums`` computes at most, and the accumulators it holds at most
+# (of 32 vector registers: the rows' broadcasts and a row of B's strip take the rest).
+STRIP_ROWS = 4
+STRIP_SUMS = 24
+
+
+def strip_vectors(shape: TileShape, rows: int) -> int:
+    """Vectors a strip of ``rows`` rows spans (``strip_sums`` takes up to one more): the shape's
+    for one row, else as many as leave room for one more vector a row within STRIP_SUMS sums."""
+    return shape.vectors if rows == 1 else STRIP_SUMS // rows - 1
+
+
+@njit(cache=True)
+def strip_width(shape, rows, ptr):
+    """``strip_vectors`` in elements of ``ptr``'s dtype, for compiled callers."""
+    return tile_cols(shape, ptr) if rows == 1 else (STRIP_SUMS // rows - 1) * tile_lanes(shape, ptr)
+
+
+@intrinsic
+def strip_sums(
+    typingctx, shape, rows, x, x_off, x_rs, x_cs, src, src_off, rs, depth, dst, dst_off, dst_rs, columns
+):
+    """dst[dst_off + r*dst_rs : + columns] = for each of ``rows`` rows r (1 to STRIP_ROWS) and
+    each column, the FMA chain over q < depth, in increasing q, of x[x_off + r*x_rs + q*x_cs] *
+    src[src_off + q*rs + column], from zero; the shape's rule; ``columns`` from 1 to
+    ``strip_vectors(rows)`` vectors and one more.
+
+    A few rows of C a strip at a time: the strip's sums stay in registers across all of
+    ``depth``, so each step loads a row of B's strip once for all the rows, and nothing else
+    (``axpy_rows`` also loads and stores a row buffer).  The same multiply-adds in the same
+    order: ``fma(x, b, 0)``, the rounded product, is each chain's first step.  One loop is
+    compiled for each count of rows and of vectors, which ``rows`` and ``columns`` pick at
+    run time; the last vector's loads and its stores are masked to the columns.
+    """
+    found = copy_args(shape, src, dst)
+    if found is None or x != src:
+        return None
+    s, dtype = found
+
+    def codegen(context, builder, signature, args):
+        _, live_rows, xp, xo, xrs, xcs, sp, so, rsv, count, dp, do, drs, live = args
+        vec = vector_type(s, dtype)
+        fma = declare_fma(builder.module, s.fused, vec)
+        lanes = ir.Constant(I64, vec.count)
+        vectors = builder.udiv(builder.add(live, ir.Constant(I64, vec.count - 1)), lanes)
+        # The last vector's live lanes: columns - (vectors - 1) * LANES.
+        last = builder.sub(live, builder.mul(builder.sub(vectors, ir.Constant(I64, 1)), lanes))
+        mask = lane_mask(builder, last, 0, vec.count)
+        sums = [cgutils.alloca_once(builder, vec) for _ in range(STRIP_SUMS)]
+        done = builder.append_basic_block("strip_done")
+        # One case per (rows, vectors): rows * 32 + vectors.
+        choice = builder.switch(builder.add(builder.mul(live_rows, ir.Constant(I64, 32)), vectors), done)
+        for height in range(1, STRIP_ROWS + 1):
+            for width in range(1, strip_vectors(s, height) + 2):
+                block = builder.append_basic_block(f"strip_{height}x{width}")
+                choice.add_case(ir.Constant(I64, height * 32 + width), block)
+                builder.position_at_end(block)
+                _strip_loop(
+                    builder, fma, vec, sums, height, width, mask, xp, xo, xrs, xcs, sp, so, rsv, count
+                )
+                for r in range(height):
+                    row = builder.add(do, builder.mul(ir.Constant(I64, r), drs))
+                    for v in range(width):
+                        target = vector_ptr(
+                            builder, dp, builder.add(row, ir.Constant(I64, v * vec.count)), vec
+                        )
+                        value = builder.load(sums[r * width + v])
+                        if v == width - 1:
+                            masked_store(builder, value, target, mask)
+                        else:
+                            builder.store(value, target, align=1)
+                builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return types.void(
+        shape,
+        types.intp,
+        x,
+        types.intp,
+        types.intp,
+        types.intp,
+        src,
+        types.intp,
+        types.intp,
+        types.intp,
+        dst,
+        types.intp,
+        types.intp,
+        types.intp,
+    ), codegen
+
+
+def _strip_loop(builder, fma, vec, sums, height, width, mask, xp, xo, xrs, xcs, sp, so, rsv, count):
+    """The k loop of ``strip_sums`` for ``height`` rows of ``width`` vectors: each step loads
+    the rows' elements of A, then each vector of B's strip once, for every row's FMA."""
+    for total in sums[: height * width]:
+        builder.store(ir.Constant(vec, None), total)
+    with cgutils.for_range(builder, count) as loop:
+        step = loop.index
+        at_x = builder.add(xo, builder.mul(step, xcs))
+        scales = [
+            splat_vector(
+                builder,
+                builder.load(builder.gep(xp, [builder.add(at_x, builder.mul(ir.Constant(I64, r), xrs))])),
+                vec,
+            )
+            for r in range(height)
+        ]
+        row = builder.add(so, builder.mul(step, rsv))
+        for v in range(width):
+            at = builder.add(row, ir.Constant(I64, v * vec.count))
+            if v == width - 1:
+                value = masked_load(builder, sp, at, vec, mask)
+            else:
+                value = builder.load(vector_ptr(builder, sp, at, vec), align=1)
+            for r in range(height):
+                total = sums[r * width + v]
+                builder.store(builder.call(fma, [scales[r], value, builder.load(total)]), total)
