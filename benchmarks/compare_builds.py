@@ -3,7 +3,9 @@
     python benchmarks/compare_builds.py OTHER_TREE [--threads 1] [--rounds 3]
 
 OTHER_TREE is a checkout of another commit (``git worktree add /tmp/base main``), imported
-through ``PYTHONPATH``; this tree is the installed one.  Both caches are filled first
+through ``PYTHONPATH``; this tree is the installed one.  Each process runs in its own tree's
+folder (``python -c`` and ``-m`` put the current folder first on ``sys.path``, ahead of
+``PYTHONPATH``) and reports where its ``smallgemm`` came from, which must be that tree.  Both caches are filled first
 (``python -m smallgemm compile`` in each).  Then ROUNDS times, one process of each build
 times every product (the best of 15 runs of a loop of about 50 ms), and the table gives
 each product's best time per build and their ratio: a refactoring's cost, measured where
@@ -23,6 +25,7 @@ import sys, timeit
 import numpy as np
 import smallgemm
 smallgemm.set_num_threads(int(sys.argv[1]))
+print(smallgemm.__file__)
 rng = np.random.default_rng(0)
 w = rng.standard_normal((512, 2048)).astype(np.float32)
 w_t = np.ascontiguousarray(w.T)
@@ -50,14 +53,27 @@ print(repr(best))
 """
 
 
-def _run(tree: str | None, threads: int) -> dict[str, float]:
-    env = dict(os.environ)
-    if tree:
-        env["PYTHONPATH"] = tree
+# This tree: the folder holding benchmarks/.
+THIS_TREE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _in_tree(tree: str) -> dict:
+    """subprocess.run's arguments for a process that imports smallgemm from ``tree``."""
+    return {"cwd": tree, "env": dict(os.environ, PYTHONPATH=tree)}
+
+
+def _run(tree: str, threads: int) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(threads)], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", CHILD, str(threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+        **_in_tree(tree),
     )
-    return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    imported, *_, times = done.stdout.strip().splitlines()
+    if not imported.startswith(os.path.join(tree, "smallgemm")):
+        raise RuntimeError(f"a process for {tree} imported {imported}")
+    return ast.literal_eval(times)
 
 
 def _duration(seconds: float) -> str:
@@ -71,13 +87,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     other = os.path.abspath(args.other)
-    for tree in (None, other):
-        env = dict(os.environ, **({"PYTHONPATH": tree} if tree else {}))
-        subprocess.run([sys.executable, "-m", "smallgemm", "compile", "--quiet"], env=env, check=True)
+    for tree in (THIS_TREE, other):
+        subprocess.run(
+            [sys.executable, "-m", "smallgemm", "compile", "--quiet"], check=True, **_in_tree(tree)
+        )
     ours, theirs = [], []
     for _ in range(args.rounds):
         theirs.append(_run(other, args.threads))
-        ours.append(_run(None, args.threads))
+        ours.append(_run(THIS_TREE, args.threads))
     print(f"{args.threads} thread(s), best of {args.rounds} processes x 15 runs each\n")
     print(f"| product (float32) | {other} | this tree | this / other |\n|---|---|---|---|")
     for name in ours[0]:
