@@ -22,7 +22,9 @@ KERNEL = Kernel(
     # [4096,4096] took 5.1-5.5 ms against 3.3-3.6.  Row dots in pairs of row blocks
     # (two FMA chains side by side): an 8 x 8 float32 block alone is a chain of 8
     # dependent FMAs per 64 multiply-adds, the bound of the loop; W @ x, one thread,
-    # float32 W [2048,512]: 165 µs in pairs against 202.
+    # float32 W [2048,512]: 165 µs in pairs against 202.  No register strips (``strips``):
+    # forced on an AVX-512 host they would have 32 registers where AVX2 has 16, so they
+    # wait for a measurement on AVX2 hardware.
     gemv=TileShape(rows=1, vectors=8, bits=256, fused=True, dot_pairs=True),
     resident=TileShape(rows=4, vectors=1, bits=256, fused=True, depth=8),
     requires=("avx2", "fma"),

@@ -19,6 +19,7 @@ KERNEL = Kernel(
     # [512,2048]), but m = 3 and 4 0.59-0.69x and 8 to 32 0.59-0.70x (two FMAs per vector of
     # B loaded); float64 alike.
     few=TileShape(rows=2, vectors=2, bits=128, fused=True, up_to=2),
+    # No register strips (``strips``): not measured on the 16-register hosts it targets.
     gemv=TileShape(rows=1, vectors=4, bits=128, fused=True),
     resident=TileShape(rows=4, vectors=1, bits=128, fused=True, depth=8),
     requires=(),
