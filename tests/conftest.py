@@ -136,8 +136,8 @@ def blocked_product(a, b):
 # Modules whose tests start fresh processes that compile into the shared cache what the
 # in-process tests compile too (tests/test_default_path.py warms every entry the host's
 # products run; tests/test_benchmarks.py runs the benchmark suite, whose start compiles every
-# entry: 59 s of a cold suite run first): last, so that they find it filled (with --no-loadscope-reorder, pyproject's
-# addopts, xdist hands out the modules in this order).
+# entry: 59 s of a cold suite run first): last, so that they find it filled (with
+# --no-loadscope-reorder, pyproject's addopts, xdist hands out the modules in this order).
 RUN_LAST = ("test_benchmarks.py", "test_default_path.py")
 
 

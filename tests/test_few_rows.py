@@ -473,10 +473,12 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
             route = unpacked.tile_of(
                 kernel.shape, narrow, kernel.few, kernel.gemv, kernel.resident, k, 2 * group, wide, w
             )
-            few = unpacked.FEW_TILE if m <= kernel.few.up_to else unpacked.MAIN_TILE
+            expected = unpacked.FEW_TILE if m <= kernel.few.up_to else unpacked.MAIN_TILE
+            if streams:
+                expected = unpacked.NARROW_STREAM
             if m <= kernel.gemv.strips:  # rows held in register strips (B from the caches)
-                few = unpacked.GEMV_TILE
-            assert route == (unpacked.NARROW_STREAM if streams and few != unpacked.GEMV_TILE else few), m
+                expected = unpacked.GEMV_TILE
+            assert route == expected, m
             with smallgemm.num_threads(threads):
                 for name, x in a_layouts.items():
                     got = smallgemm.matmul(x, w)

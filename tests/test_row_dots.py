@@ -188,7 +188,8 @@ def test_rows_in_register_strips_from_any_start_within_a_line(kernel, dtype, m):
     rows of A a stride apart: every element is the chain reference's, with alpha and beta too,
     on one thread and two."""
     rng = np.random.default_rng(m)
-    lanes, strip = kernel.gemv.lanes(dtype.itemsize), kernel.gemv.cols(dtype.itemsize)
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    strip = simd.strip_vectors(kernel.gemv, min(m, simd.STRIP_ROWS)) * lanes  # a strip of these rows
     k = 19
     x = random_matrix(rng, (m, 2 * k), dtype)[:, ::2]
     for n in sorted(
