@@ -189,7 +189,7 @@ def test_rows_in_register_strips_from_any_start_within_a_line(kernel, dtype, m):
     on one thread and two."""
     rng = np.random.default_rng(m)
     lanes = kernel.gemv.lanes(dtype.itemsize)
-    strip = simd.strip_vectors(kernel.gemv, min(m, simd.STRIP_ROWS)) * lanes  # a strip of these rows
+    strip = simd.strip_vectors(kernel.gemv.vectors, min(m, simd.STRIP_ROWS)) * lanes  # a strip of these rows
     k = 19
     x = random_matrix(rng, (m, 2 * k), dtype)[:, ::2]
     for n in sorted(
@@ -208,6 +208,65 @@ def test_rows_in_register_strips_from_any_start_within_a_line(kernel, dtype, m):
                         chain_reference(0.5, x, w, -2.0, c),
                         err_msg=f"n {n}, offset {offset}, gemm",
                     )
+
+
+@pytest.mark.parametrize("m", [2, 5, 12])
+def test_rows_in_register_strips_on_every_layout_stack_and_thread_count(
+    kernel, dtype, m, always_parallel, limits
+):
+    """Register strips (where the kernel's GEMV tile takes them) with A row-major, transposed and
+    reversed, and B row-major, with its rows reversed and with its rows padded: alone, in a stack,
+    and shared out between threads (thresholds zero), every element the chain reference's; not
+    exact, over several KC blocks (each block's sums merged into C), the same bits on every
+    thread count, within the bound."""
+    limits(parallel_min_stream=BySize(0, 0), parallel_min_row_stream=BySize(0, 0))
+    rng = np.random.default_rng(m)
+    lanes = kernel.gemv.lanes(dtype.itemsize)
+    k, n = 45, 3 * simd.strip_vectors(kernel.gemv.vectors, min(m, simd.STRIP_ROWS)) * lanes + 7
+    a_layouts = {
+        "row-major": random_matrix(rng, (m, k), dtype),
+        "transposed": random_matrix(rng, (k, m), dtype).T,
+        "reversed": random_matrix(rng, (m, k), dtype)[::-1, ::-1],
+    }
+    b_layouts = {
+        "row-major": random_matrix(rng, (k, n), dtype),
+        "rows reversed": random_matrix(rng, (k, n), dtype)[::-1],
+        "rows padded": random_matrix(rng, (k, n + 5), dtype)[:, 2 : 2 + n],
+    }
+    expected_tile = unpacked.GEMV_TILE if m <= kernel.gemv.strips else None
+    for a_name, x in a_layouts.items():
+        for b_name, w in b_layouts.items():
+            where = f"A {a_name}, B {b_name}"
+            route = unpacked.tile_of(
+                kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident, k, k, x, w
+            )
+            assert expected_tile is None or route == expected_tile, where
+            expected = chain_reference(1.0, x, w)
+            for threads in (1, 2, 3):
+                with smallgemm.num_threads(threads):
+                    np.testing.assert_array_equal(
+                        smallgemm.matmul(x, w), expected, err_msg=f"{where}, {threads}"
+                    )
+                    stacked = smallgemm.matmul(np.stack([x, x[::-1]]), np.stack([w, w]))
+                    np.testing.assert_array_equal(stacked[0], expected, err_msg=f"{where}, stack")
+                    np.testing.assert_array_equal(
+                        stacked[1], chain_reference(1.0, x[::-1], w), err_msg=f"{where}, stack"
+                    )
+    x, w = a_layouts["row-major"], b_layouts["rows padded"]
+    sizes = in_force.block_sizes(kernel, dtype)
+    in_force.set_block_sizes(kernel, dtype, blocking.BlockSizes(mc=sizes.mc, nc=sizes.nc, kc=16))
+    try:
+        with smallgemm.exact(False):
+            with smallgemm.num_threads(1):
+                one = smallgemm.matmul(x, w)
+            assert_close(one, 1.0, x, w)
+            for threads in (2, 3):
+                with smallgemm.num_threads(threads):
+                    np.testing.assert_array_equal(
+                        smallgemm.matmul(x, w), one, err_msg=f"not exact, {threads}"
+                    )
+    finally:
+        in_force.set_block_sizes(kernel, dtype, None)
 
 
 @pytest.mark.parametrize("m", [2, 4, 9])

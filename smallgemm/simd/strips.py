@@ -8,11 +8,11 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 from .memory import copy_args, tile_cols, tile_lanes
 from .tile import lane_mask, masked_load, masked_store
-from .types import I64, TileShape, declare_fma, splat_vector, vector_ptr, vector_type
+from .types import I64, declare_fma, splat_vector, vector_ptr, vector_type
 
 # Rows of C one ``strip_sums`` computes at most, and the accumulators it holds at most
 # (of 32 vector registers: the rows' broadcasts and a row of B's strip take the rest).
@@ -22,16 +22,19 @@ STRIP_SUMS = 24
 CASES = 256
 
 
-def strip_vectors(shape: TileShape, rows: int) -> int:
-    """Vectors a strip of ``rows`` rows spans (``strip_sums`` takes up to one more): the shape's
-    for one row, else as many as leave room for one more vector a row within STRIP_SUMS sums."""
-    return shape.vectors if rows == 1 else STRIP_SUMS // rows - 1
+@register_jitable
+def strip_vectors(vectors: int, rows: int) -> int:
+    """Vectors a strip of ``rows`` rows spans (``strip_sums`` takes up to one more), for a tile
+    of ``vectors`` vectors: the tile's for one row, else as many as leave room for one more
+    vector a row within STRIP_SUMS sums.  Plain Python, and compiled into its callers."""
+    return vectors if rows == 1 else STRIP_SUMS // rows - 1
 
 
 @njit(cache=True)
 def strip_width(shape, rows, ptr):
-    """``strip_vectors`` in elements of ``ptr``'s dtype, for compiled callers."""
-    return tile_cols(shape, ptr) if rows == 1 else (STRIP_SUMS // rows - 1) * tile_lanes(shape, ptr)
+    """``strip_vectors`` of the tile ``shape`` in elements of ``ptr``'s dtype."""
+    lanes = tile_lanes(shape, ptr)
+    return strip_vectors(tile_cols(shape, ptr) // lanes, rows) * lanes
 
 
 @intrinsic
@@ -72,7 +75,7 @@ def strip_sums(
         # One case per (rows, vectors): rows * CASES + vectors.
         choice = builder.switch(builder.add(builder.mul(live_rows, ir.Constant(I64, CASES)), vectors), done)
         for height in range(1, STRIP_ROWS + 1):
-            for width in range(1, strip_vectors(s, height) + 2):
+            for width in range(1, strip_vectors(s.vectors, height) + 2):
                 block = builder.append_basic_block(f"strip_{height}x{width}")
                 choice.add_case(ir.Constant(I64, height * CASES + width), block)
                 builder.position_at_end(block)
