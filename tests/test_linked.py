@@ -55,7 +55,7 @@ def test_a_linked_routine_is_compiled_once_and_called_by_name():
     symbol = routine.symbol(signature)
     for caller in (_first_caller, _second_caller):
         llvm_ir = next(iter(caller.inspect_llvm().values()))
-        assert re.search(rf'declare \S+ @"?{re.escape(symbol)}"?\(', llvm_ir), symbol
+        assert re.search(rf'@"?{re.escape(symbol)}"? = external global', llvm_ir), symbol
         assert "pack_a" not in llvm_ir.replace(symbol, "")
 
 
@@ -113,7 +113,7 @@ def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
     of row blocks (``dot_pairs``: AVX2): a kernel's UNPACKED entry links each where its tiles
     take it, and compiles nothing for it on the other kernels."""
     for kernel in KERNELS:
-        entries.UNPACKED.get(kernel, np.dtype(dtype))
+        entries.UNPACKED.link_routines(kernel, np.dtype(dtype))
         streams = {t[0].shape for t in stream.stream_tiles.linked.compiled}
         pairs = {t[0].shape for t in row_dots.dot_row_pairs.linked.compiled}
         assert (kernel.narrow in streams) == (kernel.narrow.stream_from > 0), kernel.name
@@ -121,3 +121,84 @@ def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
         assert (kernel.gemv in pairs) == kernel.gemv.dot_pairs, kernel.name
     assert {k.name for k in KERNELS if k.narrow.stream_from} == {"avx512"}
     assert {k.name for k in KERNELS if k.gemv.dot_pairs} == {"avx2"}
+
+
+ROUTES = textwrap.dedent("""
+    import sys
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    import smallgemm
+    from reference import chain_reference
+    from smallgemm.drivers.unpacked import row_dots, tiles
+
+    smallgemm.set_num_threads(1)
+    rng = np.random.default_rng(3)
+    reached = lambda routine: len(routine.linked.compiled)
+    a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    assert np.array_equal(smallgemm.matmul(a, b), chain_reference(1.0, a, b))
+    print("resident", reached(tiles.resident_tiles), "gemv", reached(row_dots.gemv_rows))
+    x, w = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 300)).astype(np.float32)
+    assert np.array_equal(smallgemm.matmul(x, w), chain_reference(1.0, x, w))
+    print("gemv", reached(row_dots.gemv_rows))
+""")
+
+
+def test_a_product_links_only_the_routines_its_route_reaches(tmp_path):
+    """Compiled in process into an empty cache, then loaded from it in a fresh process: a 16x16
+    product links B held in registers (``resident_tiles``) and not the one-row routine
+    (``gemv_rows``), which the first one-row product links; both give the chain's bits."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SMALLGEMM_FIRST_USE": "compile"}
+    script = ROUTES.format(tests=os.path.dirname(__file__))
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=600
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.split("\n")[:2] == ["resident 1 gemv 0", "gemv 1"], run.stdout
+
+
+PRANGE = textwrap.dedent("""
+    import sys
+    import numba
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from reference import chain_reference
+    from smallgemm.njit import matmul
+
+    @numba.njit(parallel=True, cache=True)
+    def each(a, b, out):
+        for i in numba.prange(a.shape[0]):
+            matmul(a[i], b[i], out[i])
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((8, 70, 90))
+    b = rng.standard_normal((8, 90, 60))
+    out = np.empty((8, 70, 60))
+    each(a, b, out)
+    assert all(np.array_equal(out[i], chain_reference(1.0, a[i], b[i])) for i in range(8))
+    print("loaded" if each.stats.cache_hits else "compiled")
+""")
+
+
+def test_products_in_a_users_prange_loop_find_their_routines_linked(tmp_path):
+    """A user's ``parallel=True`` function calling ``smallgemm.njit.matmul`` in a ``prange``
+    loop, compiled into an empty cache, then loaded from it in a fresh process: the routines
+    its products reach are linked before it runs (a worker that found one missing would wait
+    for the GIL the calling thread holds: the run would time out)."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "products.py").write_text(PRANGE.format(tests=os.path.dirname(__file__)))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_NUM_THREADS": "2"}
+    outcomes = []
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, str(user / "products.py")],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        outcomes.append(run.stdout.split()[-1])
+    assert outcomes == ["compiled", "loaded"]

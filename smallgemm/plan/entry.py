@@ -18,6 +18,7 @@ import numpy as np
 from numba import from_dtype, types
 
 from ..simd import TileShapeType
+from ..simd import linked as linked_routines
 
 KINDS = frozenset(
     {
@@ -142,10 +143,23 @@ class Entry:
             with self._lock:  # compile (or load from the cache) once, even under threads
                 fn = self.loaded.get(key)
                 if fn is None:
-                    fn = self.loaded[key] = self.dispatcher.compile(
-                        _argument_types(self.kinds, kernel, dtype)
-                    )
+                    argtypes = _argument_types(self.kinds, kernel, dtype)
+                    options = self.dispatcher.targetoptions
+                    lazy = not (options.get("parallel") or options.get("nogil"))
+                    with linked_routines.lazily(lazy):
+                        fn = self.dispatcher.compile(argtypes)
+                    library = self.dispatcher.overloads[argtypes].library
+                    if lazy and linked_routines.runs_threads(library):
+                        linked_routines.link_callees(library)
+                    self.loaded[key] = fn
         return fn
+
+    def link_routines(self, kernel, dtype: np.dtype) -> None:
+        """Compile (or load) this kernel and dtype's entry point and every linked routine it may
+        reach (``get`` leaves the routines of an entry that runs no threads to their first call)."""
+        self.get(kernel, dtype)
+        argtypes = _argument_types(self.kinds, kernel, dtype)
+        linked_routines.link_callees(self.dispatcher.overloads[argtypes].library)
 
 
 def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, ...]) -> None:

@@ -4,15 +4,25 @@ Numba links a jitted callee's LLVM module into every caller and optimises and
 compiles it again there: each entry point paid again for every driver and tile loop
 it calls (docs/design.md, "How compiled code is organised").  A routine declared
 ``@linked`` is instead compiled once per argument types, as a C-ABI function
-(``numba.cfunc``, cached on disk like any jitted function), whose address is
-registered with LLVM under a name made of the routine's name and its argument types
-(``llvmlite.binding.add_symbol``); a caller holds a call to that name only.
+(``numba.cfunc``, cached on disk like any jitted function), and its callers call it
+through a cell: a pointer-sized global registered with LLVM under a name made of the
+routine's name and its argument types (``llvmlite.binding.add_symbol``), which holds
+the routine's address once it is linked.  A caller holds a load of the cell and a call.
 
-The call is an ``@intrinsic``: typing a call links the routine for the call's argument
-types (compiling it, or loading it from the cache) before the caller is compiled.  A
-caller loaded from the cache in another process needs its names registered before
-its machine code is: every cached compile result carries the routines it calls by
-name, and loading it links them first (``_reduce_with_links`` / ``_rebuild_linking``).
+A caller finds an empty cell at most once: it then calls ``ensure`` (a C callback into
+Python, taking the GIL), which compiles the routine (or loads it from the cache) and
+fills the cell.  So compiling or loading a caller costs only its own code, and a
+product compiles only the routines its route reaches (``lazily``).  Code that threads
+may run without the GIL must never reach an empty cell (a worker would wait for a GIL
+that the thread waiting for the worker holds): a library that runs ``prange`` loops, a
+``parallel`` routine, and anything compiled or loaded outside ``lazily`` (a user's
+``@njit`` function, ``python -m smallgemm compile``) have every routine they may reach
+linked before they run (``link_callees``).
+
+A caller loaded from the cache in another process needs its cells registered before
+its machine code is loaded: every cached compile result that calls routines carries
+their names and argument types (``_reduce_with_links``), and loading it registers them
+first (``_rebuild_linking``).
 
 A routine takes and returns what a C function can: pointers, integers, floats,
 booleans and the opaque tile-shape types; it returns nothing.  A call costs a few
@@ -21,14 +31,20 @@ nanoseconds: a routine is a tile loop or more, never one tile's step.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import importlib
+import os
+import sys
 import threading
+import traceback
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import cfunc, types
-from numba.core import caching, cgutils
+from numba.core import caching, cgutils, codegen
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
 # Every loop starts on a 64-byte boundary: where the JIT places a routine then leaves the
@@ -37,39 +53,87 @@ from numba.extending import intrinsic
 llvm.set_option("", "--align-loops=64")
 
 PREFIX = "smallgemm.linked."
-_MARK = "smallgemm-linked-v1"  # a cached payload that carries the routines it calls
+ENSURE = "smallgemm.linked.ensure"  # the C callback a caller calls on finding a cell empty
+_MARK = "smallgemm-linked-v2"  # a cached payload that carries the routines it calls
+_PARFOR = "__numba_parfor_gufunc"  # in the names of the functions Numba outlines prange loops into
 
 _routines: dict[str, Linked] = {}  # routine name -> routine
-_symbols: dict[str, tuple[str, tuple]] = {}  # symbol -> (routine name, argument types)
-_lock = threading.RLock()
+_symbols: dict[str, tuple[str, tuple]] = {}  # cell symbol -> (routine name, argument types)
+_cells_at: dict[int, tuple[Linked, tuple]] = {}  # cell address -> (routine, argument types)
+# Numba's compiler lock, held while compiling and loading: linking takes it too, so that a run
+# that links a routine and a compile that declares one take the locks in the same order.
+_lock = global_compiler_lock
+_context = threading.local()  # .lazy: whether code compiled or loaded now may fill its cells when it runs
+
+
+@contextlib.contextmanager
+def lazily(lazy: bool = True):
+    """Within: code compiled or loaded leaves the routines it calls to its first call of each
+    (``lazy``), or has them all linked first (not ``lazy``)."""
+    previous = getattr(_context, "lazy", False)
+    _context.lazy = lazy
+    try:
+        yield
+    finally:
+        _context.lazy = previous
+
+
+def _lazy() -> bool:
+    return getattr(_context, "lazy", False)
 
 
 class Linked:
-    """A routine compiled once per signature (``link``) and called by name (``call``)."""
+    """A routine compiled once per signature (``link``) and called through its cell (``call``)."""
 
     def __init__(self, pyfunc, parallel: bool):
         self.pyfunc = pyfunc
         self.parallel = parallel
         self.name = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
         self.compiled: dict[tuple, object] = {}  # argument types -> numba CFunc
+        self.cells: dict[tuple, ctypes.c_void_p] = {}  # argument types -> the cell callers read
+        self.complete: set[tuple] = set()  # argument types whose callees are all linked too
         _routines[self.name] = self
 
     def symbol(self, argtypes: tuple) -> str:
+        """The name of the cell that holds the routine's address for ``argtypes``."""
         digest = hashlib.sha256(repr(argtypes).encode()).hexdigest()[:20]
         return f"{PREFIX}{self.name}.{digest}"
 
-    def link(self, argtypes: tuple) -> str:
-        """Compile (or load) the routine for ``argtypes`` and register its name; the name."""
+    def declare(self, argtypes: tuple) -> str:
+        """Register the cell for ``argtypes`` (empty until ``link``); its name."""
         symbol = self.symbol(argtypes)
-        if argtypes in self.compiled:
-            return symbol
-        with _lock:
-            if argtypes not in self.compiled:
-                function = cfunc(types.void(*argtypes), cache=True, parallel=self.parallel)(self.pyfunc)
-                llvm.add_symbol(symbol, function.address)
-                _symbols[symbol] = (self.name, argtypes)
-                self.compiled[argtypes] = function
+        if argtypes not in self.cells:
+            with _lock:
+                if argtypes not in self.cells:
+                    cell = ctypes.c_void_p(0)
+                    llvm.add_symbol(symbol, ctypes.addressof(cell))
+                    _symbols[symbol] = (self.name, argtypes)
+                    _cells_at[ctypes.addressof(cell)] = (self, argtypes)
+                    self.cells[argtypes] = cell
         return symbol
+
+    def link(self, argtypes: tuple, callees: bool = False) -> object:
+        """Compile (or load) the routine for ``argtypes`` and fill its cell; the CFunc.  With
+        ``callees`` (always for a ``parallel`` routine) every routine it may call is linked
+        too, and theirs."""
+        self.declare(argtypes)
+        callees = callees or self.parallel
+        with _lock:
+            function = self.compiled.get(argtypes)
+            if function is None:
+                with lazily(not callees):
+                    function = cfunc(types.void(*argtypes), cache=True, parallel=self.parallel)(self.pyfunc)
+                if callees:
+                    self.complete.add(argtypes)  # compiled or loaded outside ``lazily``: linked
+                elif runs_threads(function._library):  # a jitted callee runs prange loops
+                    self.complete.add(argtypes)
+                    link_callees(function._library)
+                self.compiled[argtypes] = function
+                self.cells[argtypes].value = function.address
+            elif callees and argtypes not in self.complete:
+                self.complete.add(argtypes)
+                link_callees(function._library)
+        return function
 
     def __repr__(self) -> str:
         return f"linked({self.name})"
@@ -89,14 +153,42 @@ def linked(pyfunc=None, *, parallel: bool = False, where=None) -> object:
 def only_where(call, reached) -> object:
     """``call`` (what ``@linked`` returned) for the callers whose route reaches it only with
     some argument types: where ``reached(*argument types)`` is false, the call compiles to
-    nothing and links nothing.  For a way that only some kernels take (their tile types say
-    so), which the others would otherwise compile without ever running it."""
+    nothing and declares nothing.  For a way that only some kernels take (their tile types
+    say so), which the others would otherwise link without ever running it."""
     routine = call.linked
     return _call(routine, f"{routine.pyfunc.__name__}_where_reached", reached)
 
 
+def links_of(library) -> list[tuple[str, tuple]]:
+    """The routines (name, argument types) whose cells a compiled library reads."""
+    stored = getattr(library, "_smallgemm_links", None)  # loaded from the cache
+    if stored is not None:
+        return stored
+    return [_symbols[v.name] for v in library._final_module.global_variables if v.name in _symbols]
+
+
+def runs_threads(library) -> bool:
+    """Whether a compiled library (its callees included) runs ``prange`` loops."""
+    modules = (library._final_module, getattr(library, "_shared_module", None))
+    return any(_PARFOR in f.name for module in modules if module is not None for f in module.functions)
+
+
+def link_callees(library) -> None:
+    """Link every routine that a compiled library may reach, before it runs on threads
+    without the GIL or where nothing may compile at its first call."""
+    for name, argtypes in links_of(library):
+        routine(name).link(argtypes, callees=True)
+
+
+def routine(name: str) -> Linked:
+    """The routine of this name, importing the module that defines it if need be."""
+    if name not in _routines:
+        importlib.import_module(name.rsplit(".", 1)[0])
+    return _routines[name]
+
+
 def _call(routine: Linked, name: str, reached):
-    """The intrinsic that calls ``routine`` by name (``_typed``)."""
+    """The intrinsic that calls ``routine`` through its cell (``_typed``)."""
     arity = routine.pyfunc.__code__.co_argcount
     parameters = ", ".join(f"a{i}" for i in range(arity))
     # An intrinsic's typing function takes its arguments by name: one of the routine's arity.
@@ -122,50 +214,73 @@ def _typed(routine: Linked, actual: tuple, reached):
             return None  # not a C argument: the routine takes pointers and scalars
     if reached is not None and not reached(*argtypes):
         return types.void(*argtypes), _nothing
-    symbol = routine.link(argtypes)
+    symbol = routine.declare(argtypes)
 
     def codegen(context, builder, signature, args):
         function_type = ir.FunctionType(
             context.get_value_type(types.void), [context.get_value_type(t) for t in signature.args]
         )
-        function = cgutils.get_or_insert_function(builder.module, function_type, symbol)
-        builder.call(function, args)
+        module = builder.module
+        cell = module.globals.get(symbol)
+        if cell is None:
+            cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
+            cell.linkage = "external"
+        with builder.if_then(cgutils.is_null(builder, builder.load(cell)), likely=False):
+            ensure = cgutils.get_or_insert_function(
+                module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), ENSURE
+            )
+            builder.call(ensure, [builder.bitcast(cell, cgutils.voidptr_t)])
+        builder.call(builder.load(cell), args)
         return context.get_dummy_value()
 
     return types.void(*argtypes), codegen
 
 
-def _links_of(library) -> list[tuple[str, tuple]]:
-    """The linked routines (name, argument types) that a compiled library calls by name."""
-    module = getattr(library, "_final_module", None)
-    if module is None:
-        return []
-    found = []
-    for function in module.functions:
-        if function.is_declaration and function.name in _symbols:
-            found.append(_symbols[function.name])
-    return found
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _ensure(cell_address):
+    """A caller found this cell empty: link its routine (the thread holds or takes the GIL)."""
+    try:
+        routine_of_cell, argtypes = _cells_at[cell_address]
+        routine_of_cell.link(argtypes)
+    except BaseException:  # nothing can be raised through the caller's machine code
+        traceback.print_exc()
+        sys.stderr.write("smallgemm: a compiled routine could not be linked; the process stops\n")
+        sys.stderr.flush()
+        os._exit(70)
 
+
+llvm.add_symbol(ENSURE, ctypes.cast(_ensure, ctypes.c_void_p).value)
 
 _reduce = caching.CompileResultCacheImpl.reduce
 _rebuild = caching.CompileResultCacheImpl.rebuild
+_finalize = codegen.CPUCodeLibrary.finalize
 
 
 def _reduce_with_links(self, cres):
     payload = _reduce(self, cres)
-    links = _links_of(cres.library)
+    links = links_of(cres.library)
     return (_MARK, links, payload) if links else payload
 
 
 def _rebuild_linking(self, target_context, payload):
-    if isinstance(payload, tuple) and len(payload) == 3 and payload[0] == _MARK:
-        _, links, payload = payload
-        for name, argtypes in links:
-            if name not in _routines:  # defined in a module not imported yet
-                importlib.import_module(name.rsplit(".", 1)[0])
-            _routines[name].link(argtypes)
-    return _rebuild(self, target_context, payload)
+    if not (isinstance(payload, tuple) and len(payload) == 3 and payload[0] == _MARK):
+        return _rebuild(self, target_context, payload)
+    _, links, payload = payload
+    for name, argtypes in links:
+        routine(name).declare(argtypes)
+    cres = _rebuild(self, target_context, payload)
+    cres.library._smallgemm_links = links
+    if not _lazy():
+        link_callees(cres.library)
+    return cres
+
+
+def _finalize_linking(self):
+    _finalize(self)
+    if not _lazy():
+        link_callees(self)
 
 
 caching.CompileResultCacheImpl.reduce = _reduce_with_links
 caching.CompileResultCacheImpl.rebuild = _rebuild_linking
+codegen.CPUCodeLibrary.finalize = _finalize_linking

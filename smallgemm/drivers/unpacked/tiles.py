@@ -110,7 +110,7 @@ def gemm_unpacked(
     elif choice == RESIDENT_TILE:
         resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
     elif choice == NARROW_TILE:
-        unpacked_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+        tile_loops(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
     elif choice == FEW_TILE:
         # cs_b (== 1) and fetch (False) as run-time values, as in the call above: one compiled
         # stream_tiles for both (literals would compile another).
@@ -122,8 +122,36 @@ def gemm_unpacked(
     elif choice == GEMV_TILE:
         gemv_rows(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums)
     else:
-        main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
-                   cs_c, kc, sums, scratch)
+        main_tile_loops(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
+                        rs_c, cs_c, kc, sums, scratch)
+
+
+@linked
+def tile_loops(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch):
+    """``unpacked_tiles`` called by name: one tile's loops, compiled once per tile."""
+    unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+
+
+@linked
+def main_tile_loops(
+    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+    sums, scratch,
+):
+    """``main_tiles`` for one product, each edge tile's loops called by name: a first product
+    compiles only the tiles it runs."""
+    main_rows, main_cols, rows_way = main_edges(shape, narrow, few, m, n, a)
+    if main_cols < n:
+        tile_loops(narrow, m, n - main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
+                   c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+    if rows_way == ROWS_STREAMED:
+        stream_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+                     rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
+                     fetches_ahead(few, a, main_cols, k, cs_b))
+    elif rows_way == ROWS_IN_FEW:
+        tile_loops(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b,
+                   b_off, rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
+    tile_loops(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
+               cs_c, kc, scratch)
 
 
 @linked
@@ -185,29 +213,27 @@ def gemm_unpacked_stack(
         )
 
 
+# How ``main_edges`` has the rows past the main tile's last full row tile computed.
+ROWS_IN_MAIN, ROWS_STREAMED, ROWS_IN_FEW = 0, 1, 2
+
+
 @njit(cache=True, inline="always")
-def main_tiles(
-    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
-    sums, scratch,
-):
-    """The main tile's loops, with smaller tiles on C's edges where it would mostly compute padding.
+def main_edges(shape, narrow, few, m, n, a):
+    """(main_rows, main_cols, rows_way): the part of C that the main tile computes, the
+    rest going to smaller tiles where it would mostly compute padding.
 
     A last column strip no wider than the narrow tile goes to the narrow tile
     (one vector: 100 columns were four 32-column strips, the last with 4 live
     columns, a third more FMAs than useful), and the last rows to the few-rows
-    tile where it computes at most half the FMAs (2 live rows of 14 computed 14);
-    a third fewer does not pay for the stream (AVX2, float32, one thread: the main
-    tile on 4 edge rows takes 0.83-0.92 of the few-rows stream's time).  Edge rows at
-    most as many as the few tile's take its direct loops, with fewer padding rows: the
-    main tile's 4 live rows of 6 cost more than a full tile (a stack of 1000 float32
-    16x16x16: 178 µs with the direct loops against 207, where 12x16x16, no edge, takes
-    118); 1 to 3 edge rows gain 5-9 %.
-    Every element is still the FMA chain of its KC block in increasing k: the
-    bits do not depend on which tile computes it.  Requires ``cs_b == 1``.
-
-    Inlined with ``unpacked_tiles`` into their callers: in a stack's loop over
-    products the edge decisions and the tiles' setup are then made once, not once
-    per product (a stack of 1000 float32 16x16x16 products 9 % faster, AVX2).
+    stream (ROWS_STREAMED) where it computes at most half the FMAs (2 live rows of 14
+    computed 14); a third fewer does not pay for the stream (AVX2, float32, one thread:
+    the main tile on 4 edge rows takes 0.83-0.92 of the few-rows stream's time).  Edge
+    rows at most as many as the few tile's take its direct loops (ROWS_IN_FEW), with
+    fewer padding rows: the main tile's 4 live rows of 6 cost more than a full tile (a
+    stack of 1000 float32 16x16x16: 178 µs with the direct loops against 207, where
+    12x16x16, no edge, takes 118); 1 to 3 edge rows gain 5-9 %.  Every element is still
+    the FMA chain of its KC block in increasing k: the bits do not depend on which tile
+    computes it.
     """
     nr = tile_cols(shape, a)
     mr = tile_rows(shape)
@@ -215,23 +241,40 @@ def main_tiles(
     edge_cols = n % nr
     if n > nr and edge_cols <= tile_cols(narrow, a) and edge_cols > 0:
         main_cols = n - edge_cols
-        unpacked_tiles(narrow, m, edge_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
-                       c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
-    main_rows = m
     edge_rows = m % mr
-    few_saves_half = 2 * padded_fmas(few, edge_rows, main_cols, a) <= padded_fmas(shape, edge_rows, main_cols, a)
-    if m > mr and edge_rows > 0 and few_saves_half:
-        main_rows = m - edge_rows
+    if m > mr and edge_rows > 0:
+        if 2 * padded_fmas(few, edge_rows, main_cols, a) <= padded_fmas(shape, edge_rows, main_cols, a):
+            return m - edge_rows, main_cols, ROWS_STREAMED
+        if edge_rows <= tile_rows(few) and main_cols % tile_cols(few, a) == 0:
+            return m - edge_rows, main_cols, ROWS_IN_FEW
+    return m, main_cols, ROWS_IN_MAIN
+
+
+@njit(cache=True, inline="always")
+def main_tiles(
+    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
+    sums, scratch,
+):
+    """The main tile's loops and their edges (``main_edges``), the edge tiles' loops inlined.
+    Requires ``cs_b == 1``.
+
+    Inlined with ``unpacked_tiles`` into the stack loop: the edge decisions and the tiles'
+    setup are then made once per product, not once per call (a stack of 1000 float32
+    16x16x16 products 9 % faster, AVX2).  One product calls the loops by name instead
+    (``main_tile_loops``).
+    """
+    main_rows, main_cols, rows_way = main_edges(shape, narrow, few, m, n, a)
+    if main_cols < n:
+        unpacked_tiles(narrow, m, n - main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
+                       c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+    if rows_way == ROWS_STREAMED:
         # cs_b and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
-        stream_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
+        stream_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
                      rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
                      fetches_ahead(few, a, main_cols, k, cs_b))
-    elif m > mr and edge_rows <= tile_rows(few) and main_cols % tile_cols(few, a) == 0:
-        # At most as many edge rows as the few-rows tile has: its direct loops, with fewer
-        # padding rows.
-        main_rows = m - edge_rows
-        unpacked_tiles(few, edge_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
-                       rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
+    elif rows_way == ROWS_IN_FEW:
+        unpacked_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b,
+                       b_off, rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
     unpacked_tiles(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
                    cs_c, kc, scratch)
 
@@ -241,7 +284,7 @@ def unpacked_tiles(
     shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
 ):
     """PC, JR, IR loops over the tiles of ``shape``, each from the unpacked operands
-    (inlined: see ``main_tiles``)."""
+    (inlined into the stack loop: see ``main_tiles``; by name elsewhere: ``tile_loops``)."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, a)
     for pc in range(0, k, kc):  # PC: the same KC blocks as the blocked driver
