@@ -111,7 +111,7 @@ def stack_run(
         )
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)  # the GIL released: its workers link routines as they reach them (simd.linked)
 def batch_tasks_entry(
     shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
     mc, nc, kc, workers, abuf, bbuf, scratch, sums, counter,
@@ -140,7 +140,7 @@ def batch_tasks_entry(
             task, turn = claim(tasks_of, tasks, workers, np.intp(w), turn)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # as batch_tasks_entry
 def batch_each_parallel_entry(
     shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, offsets_a, offsets_b, offsets_c,
     unpacked, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, sums, partial, counter, log_b, log_rows,

@@ -144,12 +144,12 @@ class Entry:
                 fn = self.loaded.get(key)
                 if fn is None:
                     argtypes = _argument_types(self.kinds, kernel, dtype)
-                    options = self.dispatcher.targetoptions
-                    lazy = not (options.get("parallel") or options.get("nogil"))
-                    with linked_routines.lazily(lazy):
+                    with linked_routines.lazily():  # routines are linked at their first call
                         fn = self.dispatcher.compile(argtypes)
                     library = self.dispatcher.overloads[argtypes].library
-                    if lazy and linked_routines.runs_threads(library):
+                    # Workers of an entry that holds the GIL could not link one (simd.linked).
+                    holds_gil = not self.dispatcher.targetoptions.get("nogil")
+                    if holds_gil and linked_routines.runs_threads(library):
                         linked_routines.link_callees(library)
                     self.loaded[key] = fn
         return fn

@@ -12,12 +12,15 @@ the routine's address once it is linked.  A caller holds a load of the cell and 
 A caller finds an empty cell at most once: it then calls ``ensure`` (a C callback into
 Python, taking the GIL), which compiles the routine (or loads it from the cache) and
 fills the cell.  So compiling or loading a caller costs only its own code, and a
-product compiles only the routines its route reaches (``lazily``).  Code that threads
-may run without the GIL must never reach an empty cell (a worker would wait for a GIL
-that the thread waiting for the worker holds): a library that runs ``prange`` loops, a
-``parallel`` routine, and anything compiled or loaded outside ``lazily`` (a user's
-``@njit`` function, ``python -m smallgemm compile``) have every routine they may reach
-linked before they run (``link_callees``).
+product compiles only the routines its route reaches (``lazily``).  A thread that holds
+the GIL while it waits for ``prange`` workers must never let them find a cell empty (a
+worker would wait for the GIL it holds): what such a thread runs has every routine it
+may reach linked first (``link_callees``): a routine with ``prange`` loops reached by a
+thread holding the GIL (``ensure`` is told whether it did), an entry that holds the GIL
+and runs threads (``plan.entry``), and anything compiled or loaded outside ``lazily`` (a
+user's ``@njit`` function calling ``smallgemm.njit.matmul``, ``python -m smallgemm
+compile``).  The threaded entries release the GIL (``nogil``), so their workers link
+what they reach as they reach it.
 
 A caller loaded from the cache in another process needs its cells registered before
 its machine code is loaded: every cached compile result that calls routines carries
@@ -114,10 +117,8 @@ class Linked:
 
     def link(self, argtypes: tuple, callees: bool = False) -> object:
         """Compile (or load) the routine for ``argtypes`` and fill its cell; the CFunc.  With
-        ``callees`` (always for a ``parallel`` routine) every routine it may call is linked
-        too, and theirs."""
+        ``callees`` every routine it may call is linked too, and theirs."""
         self.declare(argtypes)
-        callees = callees or self.parallel
         with _lock:
             function = self.compiled.get(argtypes)
             if function is None:
@@ -125,9 +126,6 @@ class Linked:
                     function = cfunc(types.void(*argtypes), cache=True, parallel=self.parallel)(self.pyfunc)
                 if callees:
                     self.complete.add(argtypes)  # compiled or loaded outside ``lazily``: linked
-                elif runs_threads(function._library):  # a jitted callee runs prange loops
-                    self.complete.add(argtypes)
-                    link_callees(function._library)
                 self.compiled[argtypes] = function
                 self.cells[argtypes].value = function.address
             elif callees and argtypes not in self.complete:
@@ -226,22 +224,28 @@ def _typed(routine: Linked, actual: tuple, reached):
             cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
             cell.linkage = "external"
         with builder.if_then(cgutils.is_null(builder, builder.load(cell)), likely=False):
+            int32 = ir.IntType(32)
+            gil_held = cgutils.get_or_insert_function(module, ir.FunctionType(int32, []), "PyGILState_Check")
             ensure = cgutils.get_or_insert_function(
-                module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), ENSURE
+                module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, int32]), ENSURE
             )
-            builder.call(ensure, [builder.bitcast(cell, cgutils.voidptr_t)])
+            builder.call(ensure, [builder.bitcast(cell, cgutils.voidptr_t), builder.call(gil_held, [])])
         builder.call(builder.load(cell), args)
         return context.get_dummy_value()
 
     return types.void(*argtypes), codegen
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _ensure(cell_address):
-    """A caller found this cell empty: link its routine (the thread holds or takes the GIL)."""
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
+def _ensure(cell_address, gil_held):
+    """A caller found this cell empty: link its routine.  The calling thread takes the GIL
+    here; if it held it already (``gil_held``) and the routine runs ``prange`` loops, the
+    routine's workers could not take it, so every routine they may reach is linked first."""
     try:
         routine_of_cell, argtypes = _cells_at[cell_address]
-        routine_of_cell.link(argtypes)
+        function = routine_of_cell.link(argtypes)
+        if gil_held and (routine_of_cell.parallel or runs_threads(function._library)):
+            routine_of_cell.link(argtypes, callees=True)
     except BaseException:  # nothing can be raised through the caller's machine code
         traceback.print_exc()
         sys.stderr.write("smallgemm: a compiled routine could not be linked; the process stops\n")

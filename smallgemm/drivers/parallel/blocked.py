@@ -158,7 +158,7 @@ def one_row_block(
             task, turn = claim(counter, tasks, workers, np.intp(w), turn)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the GIL released: its workers link routines as they reach them (simd.linked)
 def parallel_entry(
     shape, alpha, beta, a, b, c, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, log_rows,
 ):
@@ -174,7 +174,7 @@ def parallel_entry(
     )
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # as parallel_entry
 def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, workers, abuf, scratch, counter):
     """Entry from Python with B prepacked by ``blocked.pack_entry`` (``packed`` holds k x n)."""
     origin = np.intp(0)  # B's unused strides, no shared rows and no task logs
@@ -188,7 +188,7 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, wo
     )
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, nogil=True)  # as parallel_entry
 def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, workers, scratch, counter):
     """``blocked.prepacked_rows_panels`` on ``workers`` workers: groups of NR panels as tasks
     (for one row, whole runs of the panels its one-row tile takes side by side)."""

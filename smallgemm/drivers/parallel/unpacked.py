@@ -190,7 +190,7 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
             task, turn = claim(counter, tasks, workers, np.intp(w), turn)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # the GIL released: its workers link routines as they reach them (simd.linked)
 def unpacked_parallel_entry(
     shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial,
     counter,
