@@ -202,3 +202,16 @@ def test_products_in_a_users_prange_loop_find_their_routines_linked(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr
         outcomes.append(run.stdout.split()[-1])
     assert outcomes == ["compiled", "loaded"]
+
+
+def test_the_threaded_runners_entries_release_the_gil():
+    """Every entry a row's threaded runner calls releases the GIL, so its workers link the
+    routines they reach (a worker of an entry holding the GIL could not: ``Entry.get`` would
+    link every routine such an entry may reach first)."""
+    from smallgemm.plan import strategies
+
+    rows = strategies.PRODUCT + strategies.PREPACKED + strategies.STACK
+    threaded = {entry for row in rows for entry in row.parallel_entries}
+    assert {entries.PARALLEL, entries.UNPACKED_PARALLEL, entries.BATCH_TASKS} <= threaded
+    for entry in threaded:
+        assert entry.dispatcher.targetoptions.get("nogil"), entry
