@@ -47,6 +47,9 @@ for m, k, n in ((32, 32, 32), (64, 64, 64), (30, 64, 100)):
     cases[f"{m}x{k}x{n}"] = lambda x=x, y=y: smallgemm.matmul(x, y)
 a3, b3 = rng.standard_normal((1000, 16, 16)).astype(np.float32), rng.standard_normal((1000, 16, 16)).astype(np.float32)
 cases["stack 1000x16x16"] = lambda: smallgemm.matmul(a3, b3)
+for count, size in ((1000, 8), (200, 40)):
+    x = rng.standard_normal((count, size, size)).astype(np.float32)
+    cases[f"stack {count}x{size}x{size}"] = lambda x=x: smallgemm.matmul(x, x)
 a, b = rng.standard_normal((1024, 1024)).astype(np.float32), rng.standard_normal((1024, 1024)).astype(np.float32)
 cases["1024^3"] = lambda: smallgemm.matmul(a, b)
 best = {}

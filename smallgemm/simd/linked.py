@@ -86,7 +86,7 @@ def _lazy() -> bool:
 
 
 class Linked:
-    """A routine compiled once per signature (``link``) and called through its cell (``call``)."""
+    """A routine compiled once per signature (``link``) and called through its cell (``declare``)."""
 
     def __init__(self, pyfunc, parallel: bool):
         self.pyfunc = pyfunc
@@ -172,8 +172,9 @@ def runs_threads(library) -> bool:
 
 
 def link_callees(library) -> None:
-    """Link every routine that a compiled library may reach, before it runs on threads
-    without the GIL or where nothing may compile at its first call."""
+    """Link every routine that a compiled library may reach, and theirs: for code whose
+    ``prange`` workers run while its thread holds the GIL, or that must compile nothing
+    at its first call."""
     for name, argtypes in links_of(library):
         routine(name).link(argtypes, callees=True)
 
