@@ -24,7 +24,7 @@ from .tasks import (
 )
 
 
-@linked(parallel=True)
+@linked  # its prange loops are parallel routines of their own, each linked when a product reaches it
 def gemm_parallel(
     shape, m, n, k, alpha, beta, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
     mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, counter, log_b, logged_b, log_rows, logged_rows, prepacked,
@@ -71,17 +71,8 @@ def gemm_parallel(
                     abuf, bbuf, scratch, counter, log_b, logged_b, log_rows, logged_rows,
                 )
                 continue
-            per_task = pack_task_panels(panels, workers)
-            pack_tasks = (panels + per_task - 1) // per_task
-            streaming = panels_read_by_others(groups, workers)
-            reset_counters(counter, workers)
-            for w in prange(workers):  # pack the B slice, a few NR panels per task
-                task, turn = claim(counter, pack_tasks, workers, np.intp(w), np.intp(0))
-                while task >= 0:
-                    record(log_b, logged_b, task)
-                    pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, task * per_task,
-                                  min((task + 1) * per_task, panels), bbuf, streaming)
-                    task, turn = claim(counter, pack_tasks, workers, np.intp(w), turn)
+            pack_b_parallel(shape, b, b_slice, rs_b, cs_b, depth, cols, panels, groups, workers, bbuf, counter,
+                            log_b, logged_b)
             row_tasks_parallel(
                 shape, row_blocks, groups, per_group, m, cols, depth, a, pc * cs_a, rs_a, cs_a, bbuf,
                 c, jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows,
@@ -89,7 +80,23 @@ def gemm_parallel(
             )
 
 
-@njit(cache=True, parallel=True)
+@linked(parallel=True)
+def pack_b_parallel(shape, b, b_off, rs_b, cs_b, depth, cols, panels, groups, workers, bbuf, counter, log_b, logged_b):
+    """Pack a B slice of ``panels`` NR panels on ``workers`` workers, a few panels per task."""
+    per_task = pack_task_panels(panels, workers)
+    pack_tasks = (panels + per_task - 1) // per_task
+    streaming = panels_read_by_others(groups, workers)
+    reset_counters(counter, workers)
+    for w in prange(workers):
+        task, turn = claim(counter, pack_tasks, workers, np.intp(w), np.intp(0))
+        while task >= 0:
+            record(log_b, logged_b, task)
+            pack_b_panels(shape, b, b_off, rs_b, cs_b, depth, cols, task * per_task,
+                          min((task + 1) * per_task, panels), bbuf, streaming)
+            task, turn = claim(counter, pack_tasks, workers, np.intp(w), turn)
+
+
+@linked(parallel=True)
 def row_tasks_parallel(
     shape, row_blocks, groups, per_group, m, cols, depth, a, a_off, rs_a, cs_a, b_panels, c, c_off, rs_c, cs_c,
     alpha, beta, mode, mc, kc, workers, abuf, scratch, counter, log_rows, logged_rows,
@@ -114,7 +121,7 @@ def row_tasks_parallel(
             task, turn = claim(counter, row_tasks, workers, np.intp(w), turn)
 
 
-@njit(cache=True, parallel=True)
+@linked(parallel=True)
 def one_row_block(
     shape, m, cols, depth, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
     alpha, beta, mode, kc, group, workers, abuf, bbuf, scratch, counter, log_a, logged_a, log_panels, logged_panels,
