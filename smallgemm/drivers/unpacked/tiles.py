@@ -95,9 +95,10 @@ def gemm_unpacked(
     paths.  A matrix times a vector whose rows are contiguous along k (``W @
     x``, ``x @ W.T``) takes ``dot_rows``.
 
-    Compiled into UNPACKED's entry: a linked call there made the 16x16 call 2-3 % slower;
-    the parallel driver's tasks and a stack's products on the routes without a tile loop
-    call it by name (``unpacked_part``).
+    The route, then a call by name to the routine that computes it, so a first product
+    compiles only its own.  Compiled into UNPACKED's entry (a call by name to this router
+    made the 16x16 call 2-3 % slower); the parallel driver's tasks and a stack's products on
+    the routes without a tile loop call it by name (``unpacked_part``).
     """
     choice = unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
     if choice == DOTS_OF_A_ROWS:
