@@ -143,23 +143,25 @@ class Entry:
             with self._lock:  # compile (or load from the cache) once, even under threads
                 fn = self.loaded.get(key)
                 if fn is None:
-                    argtypes = _argument_types(self.kinds, kernel, dtype)
                     with linked_routines.lazily():  # routines are linked at their first call
-                        fn = self.dispatcher.compile(argtypes)
-                    library = self.dispatcher.overloads[argtypes].library
+                        fn = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
                     # Workers of an entry that holds the GIL could not link one (simd.linked).
-                    holds_gil = not self.dispatcher.targetoptions.get("nogil")
-                    if holds_gil and linked_routines.runs_threads(library):
-                        linked_routines.link_callees(library)
+                    if not self.dispatcher.targetoptions.get("nogil"):
+                        library = self._library(kernel, dtype)
+                        if linked_routines.runs_threads(library):
+                            linked_routines.link_callees(library)
                     self.loaded[key] = fn
         return fn
 
     def link_routines(self, kernel, dtype: np.dtype) -> None:
         """Compile (or load) this kernel and dtype's entry point and every linked routine it may
-        reach (``get`` leaves the routines of an entry that runs no threads to their first call)."""
+        reach (``get`` leaves most to the first call that reaches them)."""
         self.get(kernel, dtype)
-        argtypes = _argument_types(self.kinds, kernel, dtype)
-        linked_routines.link_callees(self.dispatcher.overloads[argtypes].library)
+        linked_routines.link_callees(self._library(kernel, dtype))
+
+    def _library(self, kernel, dtype: np.dtype):
+        """The compiled code of this kernel and dtype's entry point (compiled by ``get``)."""
+        return self.dispatcher.overloads[_argument_types(self.kinds, kernel, dtype)].library
 
 
 def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, ...]) -> None:
