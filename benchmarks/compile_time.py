@@ -8,7 +8,7 @@ each entry of ``entries`` for one kernel and dtype into an empty, temporary cach
 and prints the seconds each took: its own code (what a first product compiles besides
 the routines its route reaches) and the linked routines it is the first to be able to
 reach (``Entry.link_routines``, as ``python -m smallgemm compile`` does); then every
-jitted function of the package
+jitted function and subroutine of the package
 left holding several signatures whose tile shapes agree: those that differ
 only by a literal (``Literal[int](0)``) or a read-only array are usually a
 constant passed where a run-time value would have served, and cost a second
@@ -19,7 +19,9 @@ host are comparable across kernels.
 ``--functions N`` adds the N functions that took longest to compile, each with its
 own time (what its callees took is theirs): how many times it was compiled, the
 seconds in all and those of them spent optimising LLVM IR; a linked routine's
-machine code, emitted when it is linked, is a row of its own (``link NAME``).
+machine code, emitted when it is linked, is a row of its own (``link NAME``).  A
+subroutine's row is its typing and lowering to IR: the callers that link it in
+optimise and emit its code.
 """
 
 from __future__ import annotations
@@ -82,10 +84,11 @@ def own_times():
     """Patch Numba's compiler, its LLVM optimiser and ``Linked.link`` to fill an ``OwnTimes``."""
     from numba.core import codegen, compiler
 
-    from smallgemm.simd import linked
+    from smallgemm.simd import linked, subroutine
 
     times = OwnTimes()
     compile_extra, link = compiler.compile_extra, linked.Linked.link
+    lower = subroutine.Subroutine._lower
     optimise = codegen.CPUCodeLibrary._optimize_functions, codegen.CPUCodeLibrary._optimize_final_module
 
     def timed_compile(typingctx, targetctx, func, *args, **kwargs):
@@ -99,6 +102,9 @@ def own_times():
             f"link {routine.name.rsplit('.', 1)[-1]}", lambda: link(routine, argtypes, callees)
         )
 
+    def timed_lower(routine, typingctx, argtypes):
+        return times.timed(routine.pyfunc.__qualname__, lambda: lower(routine, typingctx, argtypes))
+
     def timed_optimiser(method):
         def run(library, *args):
             start = time.perf_counter()
@@ -110,12 +116,14 @@ def own_times():
         return run
 
     compiler.compile_extra, linked.Linked.link = timed_compile, timed_link
+    subroutine.Subroutine._lower = timed_lower
     codegen.CPUCodeLibrary._optimize_functions = timed_optimiser(optimise[0])
     codegen.CPUCodeLibrary._optimize_final_module = timed_optimiser(optimise[1])
     try:
         yield times
     finally:
         compiler.compile_extra, linked.Linked.link = compile_extra, link
+        subroutine.Subroutine._lower = lower
         codegen.CPUCodeLibrary._optimize_functions, codegen.CPUCodeLibrary._optimize_final_module = optimise
 
 
@@ -134,6 +142,7 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     from smallgemm.kernels import kernel_by_name
     from smallgemm.plan import dispatch, entries
     from smallgemm.plan.entry import Entry
+    from smallgemm.simd.subroutine import SubroutineCall
 
     kernel = kernel_by_name(kernel_name) if kernel_name else dispatch.detect()
     dtype = np.dtype(dtype_name)
@@ -158,15 +167,17 @@ def report(kernel_name: str | None, dtype_name: str) -> None:
     for module_info in pkgutil.walk_packages(smallgemm.__path__, "smallgemm."):
         module = importlib.import_module(module_info.name)
         for name, obj in vars(module).items():
-            if (
-                not isinstance(obj, CPUDispatcher)
-                or id(obj) in seen
-                or obj.py_func.__module__ != module.__name__
-            ):
+            if isinstance(obj, CPUDispatcher):
+                compiled = obj.signatures
+            elif isinstance(obj, SubroutineCall):
+                compiled = list(obj.subroutine.compiled)
+            else:
+                continue
+            if id(obj) in seen or obj.py_func.__module__ != module.__name__:
                 continue
             seen.add(id(obj))
             by_tiles: dict[tuple, list] = {}
-            for signature in obj.signatures:
+            for signature in compiled:
                 tiles = tuple(str(t) for t in signature if "TileShape" in str(t))
                 by_tiles.setdefault(tiles, []).append(signature)
             for signatures in by_tiles.values():

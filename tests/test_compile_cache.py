@@ -20,7 +20,7 @@ PACKAGE = os.path.dirname(os.path.realpath(smallgemm.__file__))
 def test_package_functions_are_stamped_with_all_package_sources():
     for function in (
         unpacked.unpacked_entry,
-        importlib.import_module("smallgemm.kernels.microkernel").write_back,
+        importlib.import_module("smallgemm.drivers.blocked").gemm_entry,
     ):
         locator = function._cache._impl.locator
         assert isinstance(locator, compile_cache.PackageStampLocator)

@@ -14,6 +14,7 @@ from numba import njit, prange
 
 from ..kernels.shared import UNPACKED_TASKS_PER_WORKER
 from ..simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
+from ..simd.subroutine import subroutine
 from .blocked import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .unpacked import (
@@ -79,7 +80,7 @@ def small_stack_entry(
     return SMALL_DONE
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def stack_geometry(a, b, c):
     """(m, n, k, and the row and column strides of A, B and C in elements) of a stack's first product."""
     size = a.itemsize
@@ -89,7 +90,7 @@ def stack_geometry(a, b, c):
     )
 
 
-@njit(cache=True)
+@subroutine
 def stack_run(
     shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
     abuf, bbuf, scratch, sums,

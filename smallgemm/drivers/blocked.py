@@ -36,10 +36,11 @@ from ..simd import (
     tile_with_rows,
 )
 from ..simd.linked import linked
+from ..simd.subroutine import subroutine
 from .packing import pack_a, pack_b_panels
 
 
-@njit(cache=True)
+@subroutine
 def merge_mode(pc, beta):
     """How the unpacked drivers merge the KC block starting at ``pc`` into C (see simd.OVERWRITE):
     a later block adds its own sum (ACCUMULATE), which only products that are not exact do,
@@ -51,7 +52,7 @@ def merge_mode(pc, beta):
     return SCALE
 
 
-@njit(cache=True)
+@subroutine
 def block_merge(pc, depth, k, alpha, beta, c):
     """(mode, alpha) of the blocked drivers' KC block [pc, pc + depth) of k: each element's
     FMA chain goes on from C across the blocks (CONTINUE), C holding the raw chain between
@@ -102,7 +103,7 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
             )
 
 
-@njit(cache=True)
+@subroutine
 def panels_in_time(
     shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panels, group, c, c_off, rs_c, cs_c,
     alpha, beta, mode, scratch,
@@ -127,7 +128,7 @@ def panels_in_time(
         )
 
 
-@njit(cache=True)
+@subroutine
 def task_block_group(task, row_blocks):
     """(row block, column group) of row-block task ``task``: tasks run down the row
     blocks of one column group, then the next group.
@@ -142,7 +143,7 @@ def task_block_group(task, row_blocks):
     return task % row_blocks, task // row_blocks
 
 
-@njit(cache=True)
+@subroutine
 def row_block_task(
     shape, task, row_blocks, col_groups, panels_per_group, rows, cols, depth,
     a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
@@ -218,7 +219,7 @@ def gemm_serial(
                 )
 
 
-@njit(cache=True)
+@subroutine
 def packed_slice(k, jc, pc, width):
     """Offset of the (JC, PC) slice in a prepacked B: slices of NC columns one after
     the other, each its KC blocks one after the other (``width``: the slice's
@@ -226,7 +227,7 @@ def packed_slice(k, jc, pc, width):
     return jc * k + pc * width
 
 
-@njit(cache=True)
+@subroutine
 def pack_all(shape, b, rs_b, cs_b, k, n, nc, kc, buf):
     """Pack the whole of B (k x n) into ``buf`` in the layout ``packed_slice`` describes."""
     nr = tile_cols(shape, buf)
@@ -317,7 +318,7 @@ def prepacked_rows_panels(
         panel += 1
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, jc, jr, width, c, rs_c, cs_c, c_off, kc, nr, scratch):
     """One row of C, ``live`` columns from column ``jr`` of the slice at column ``jc``: the
     packed panels of ``tile``'s width side by side in one row of vectors (``panel_row``),

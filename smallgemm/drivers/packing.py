@@ -12,8 +12,6 @@ Layouts (docs/kernels.md):
     0..depth-1, the NR elements B[p, q*NR + 0..NR-1]           (depth*NR each)
 """
 
-from numba import njit
-
 from ..kernels.shared import PACK_A_COLUMN_PANELS, PACK_B_AHEAD, PACK_B_GROUP, PACK_B_ROWS_AHEAD
 from ..simd import (
     copy_column,
@@ -30,6 +28,7 @@ from ..simd import (
     zero_of,
 )
 from ..simd.linked import linked
+from ..simd.subroutine import subroutine
 
 
 @linked
@@ -81,7 +80,7 @@ def pack_a(shape, a, a_off, rs, cs, rows, depth, buf, buf_off):
                     buf[panel + p * mr + i] = zero
 
 
-@njit(cache=True)
+@subroutine
 def pack_b_panel(shape, b, b_off, rs, cs, depth, live, buf, panel):
     """Pack one NR-column panel (``live`` <= NR real columns) of a ``depth``-row B slice."""
     nr = tile_cols(shape, b)
@@ -139,7 +138,7 @@ def pack_b_panels(shape, b, b_off, rs, cs, depth, cols, first, end, buf, streami
         q += 1
 
 
-@njit(cache=True)
+@subroutine
 def pack_b_rows(shape, b, b_off, rs, depth, count, buf, panel, streaming):
     """Pack ``count`` full NR-column panels of B rows that are contiguous, together, row
     by row, the first at ``panel`` in ``buf``.

@@ -22,7 +22,7 @@ serves every layout.
 """
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 from ..simd import (
@@ -35,6 +35,7 @@ from ..simd import (
     tile_rows,
     zero_of,
 )
+from ..simd.subroutine import subroutine
 from .blocked import gemm_serial
 
 # Elements left before each workspace region so that it starts on a 64-byte line.
@@ -54,14 +55,14 @@ def _empty_of_typed(count, ptr):
     return None
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def _region(shape, work, at, count):
     """(a region of ``count`` elements at or after ``at`` starting on a line, the element after it)."""
     start = at + elements_to_line_boundary(shape, work, at)
     return advance(work, start), start + count
 
 
-@njit(cache=True)
+@subroutine
 def _scale(c, rs_c, cs_c, m, n, beta64, beta):
     """C = beta*C; zeros when beta == 0 (C never read: NaN does not leak), untouched when 1."""
     if beta64 == 1:
@@ -73,14 +74,14 @@ def _scale(c, rs_c, cs_c, m, n, beta64, beta):
             c[at] = zero if beta64 == 0 else beta * c[at]
 
 
-@njit(cache=True)
+@subroutine
 def _copy(src, rs_s, cs_s, dst, rs_d, cs_d, m, n):
     for i in range(m):
         for j in range(n):
             dst[i * rs_d + j * cs_d] = src[i * rs_s + j * cs_s]
 
 
-@njit(cache=True)
+@subroutine
 def standalone_product(
     shape, alpha64, beta64, alpha, beta, m, n, k,
     a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, c_apart, mc, nc, kc,

@@ -13,8 +13,6 @@ contract (docs/kernels.md):
   CONTINUE); with OVERWRITE, C is never read.
 """
 
-from numba import njit
-
 from ..simd import (
     ACCUMULATE,
     CONTINUE,
@@ -39,10 +37,11 @@ from ..simd import (
     tile_write_part,
     tile_zero,
 )
+from ..simd.subroutine import subroutine
 from .shared import C_PREFETCH_FMAS, PREFETCH_STEPS
 
 
-@njit(cache=True)
+@subroutine
 def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Compute one tile and merge its useful part into C (see the module docstring)."""
     late = max(0, kc - C_PREFETCH_FMAS // tile_step_fmas(shape))
@@ -54,7 +53,7 @@ def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols,
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def packed_steps(shape, tile, start, end, a, a_off, b, b_off):
     """``tile`` plus the rank-1 updates of k steps [start, end) of packed panels,
     each requesting its panels' lines PREFETCH_STEPS ahead."""
@@ -66,7 +65,7 @@ def packed_steps(shape, tile, start, end, a, a_off, b, b_off):
     return tile
 
 
-@njit(cache=True)
+@subroutine
 def direct_microkernel(
     shape,
     kc,
@@ -124,7 +123,7 @@ def direct_microkernel(
     merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, kept):
     """``tile`` plus ``steps`` rank-1 updates from unpacked operands, k increasing.
 
@@ -147,7 +146,7 @@ def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b,
     return tile
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def direct_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, next_off):
     """``tile`` plus ``steps`` rank-1 updates from a full-width strip of unpacked B rows,
     k increasing, requesting at each step the same row of the strip at ``next_off``.
@@ -165,7 +164,7 @@ def direct_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_o
     return tile
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def panel_steps_fetching(
     shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every
 ):
@@ -192,7 +191,7 @@ def panel_steps_fetching(
     return tile
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def panel_steps_fetching_rows(
     shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, stride, first, end, every
 ):
@@ -221,7 +220,7 @@ def panel_steps_fetching_rows(
     return tile
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def tile_start(shape, like, c, c_off, rs_c, cs_c, rows, cols, mode, scratch):
     """The tile a KC block starts from: zeros, or with CONTINUE the ``rows x cols`` of C
     where the previous block left each element's chain (rows of C with unit stride read
@@ -238,7 +237,7 @@ def tile_start(shape, like, c, c_off, rs_c, cs_c, rows, cols, mode, scratch):
     return tile_load(shape, scratch)
 
 
-@njit(cache=True)
+@subroutine
 def read_into(buf, ld_buf, c, c_off, rs_c, cs_c, rows, cols):
     """C's top-left ``rows x cols`` into a row-major buffer of row stride ``ld_buf``."""
     for i in range(rows):
@@ -246,7 +245,7 @@ def read_into(buf, ld_buf, c, c_off, rs_c, cs_c, rows, cols):
             buf[i * ld_buf + j] = c[c_off + i * rs_c + j * cs_c]
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """Merge the useful ``rows x cols`` part of a finished tile into C.
 
@@ -267,7 +266,7 @@ def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode,
         write_back(shape, scratch, nr, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode)
 
 
-@njit(cache=True)
+@subroutine
 def write_back(shape, tile, ld_tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode):
     """Merge the top-left ``rows x cols`` of a row-major tile buffer into C, any strides.
 

@@ -6,11 +6,12 @@ B the caches hold: ``unpacked.gemv_rows``).
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
 from .memory import copy_args, tile_cols, tile_lanes
+from .subroutine import subroutine
 from .tile import lane_mask, masked_load, masked_store
 from .types import I64, declare_fma, splat_vector, vector_ptr, vector_type
 
@@ -30,7 +31,7 @@ def strip_vectors(vectors: int, rows: int) -> int:
     return vectors if rows == 1 else STRIP_SUMS // rows - 1
 
 
-@njit(cache=True)
+@subroutine
 def strip_width(shape, rows, ptr):
     """``strip_vectors`` of the tile ``shape`` in elements of ``ptr``'s dtype."""
     lanes = tile_lanes(shape, ptr)

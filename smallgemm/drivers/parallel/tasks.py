@@ -5,13 +5,13 @@ tasks), the counters workers claim tasks from (home ranges first), and the tests
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ...kernels.shared import PACK_B_GROUP, TASKS_PER_WORKER
 from ...simd import address, advance, atomic_fetch_add
+from ...simd.subroutine import subroutine
 
 
-@njit(cache=True)
+@subroutine
 def task_split(m, cols, mc, mr, nr, workers):
     """(row blocks, column groups, panels per group) for the row-block tasks.
 
@@ -39,7 +39,7 @@ def task_split(m, cols, mc, mr, nr, workers):
     return row_blocks, groups, per_group
 
 
-@njit(cache=True)
+@subroutine
 def column_groups(panels, count):
     """(groups, panels per group): ``panels`` NR panels in about ``count`` even groups."""
     groups = min(panels, max(1, count))
@@ -47,7 +47,7 @@ def column_groups(panels, count):
     return (panels + per_group - 1) // per_group, per_group
 
 
-@njit(cache=True)
+@subroutine
 def pack_task_panels(panels, workers):
     """NR panels per task when ``workers`` pack a B slice of ``panels`` panels: groups
     of PACK_B_GROUP (``packing.pack_b_rows``) where that leaves TASKS_PER_WORKER
@@ -55,7 +55,7 @@ def pack_task_panels(panels, workers):
     return max(1, min(PACK_B_GROUP, panels // (TASKS_PER_WORKER * workers)))
 
 
-@njit(cache=True)
+@subroutine
 def one_row_group(panels, nc, nr, workers):
     """B panels per task of ``one_row_block``: about as many as a pack task
     takes (``pack_task_panels``), evened out so that the tasks come in a
@@ -66,7 +66,7 @@ def one_row_group(panels, nc, nr, workers):
     return (panels + tasks - 1) // tasks
 
 
-@njit(cache=True)
+@subroutine
 def panels_read_by_others(groups, workers):
     """Whether the row-block tasks of a B slice read panels that other workers
     packed: fewer column groups than workers, so each panel is read by several
@@ -83,14 +83,14 @@ def panels_read_by_others(groups, workers):
 COUNTER_STRIDE = 8
 
 
-@njit(cache=True)
+@subroutine
 def reset_counters(counter, workers):
     """Zero every worker's task counter before a new set of tasks."""
     for w in range(workers):
         counter[w * COUNTER_STRIDE] = 0
 
 
-@njit(cache=True)
+@subroutine
 def claim(counter, total, workers, w, turn):
     """(task, turn): the next of ``total`` tasks for worker ``w``, or (-1, turn) when none is left.
 
@@ -116,7 +116,7 @@ def claim(counter, total, workers, w, turn):
 NO_LOG = np.zeros(0, dtype=np.int64)
 
 
-@njit(cache=True)
+@subroutine
 def record(log, logged, task):
     """Test hook: count that ``task`` ran in the task log at pointer ``log``, which holds
     ``logged`` counts (none in normal calls)."""

@@ -18,6 +18,7 @@ from ...simd import (
     tile_rows,
 )
 from ...simd.linked import linked
+from ...simd.subroutine import subroutine
 from ..unpacked import (
     DOTS_OF_A_ROWS,
     DOTS_OF_B_COLUMNS,
@@ -41,7 +42,7 @@ from ..unpacked import (
 from .tasks import claim, reset_counters
 
 
-@njit(cache=True)
+@subroutine
 def tile_geometry(tile_of, shape, narrow, few, gemv, a):
     """(MR, NR) of the tile ``tile_of`` names: FEW_TILE, NARROW_TILE or NARROW_STREAM, GEMV_TILE,
     else the main ``shape``: the grain of ``unpacked_parallel``'s tasks."""
@@ -54,7 +55,7 @@ def tile_geometry(tile_of, shape, narrow, few, gemv, a):
     return tile_rows(shape), tile_cols(shape, a)
 
 
-@njit(cache=True)
+@subroutine
 def unpacked_task(
     tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
     c, c_off, rs_c, cs_c, kc, scratch, sums, fetch,
@@ -158,7 +159,7 @@ def unpacked_parallel(
                     c[at] = multiply_add(shape, alpha, partial[block * m * n + i * n + j], c[at])
 
 
-@njit(cache=True)
+@subroutine
 def even_run(task, tasks, units, unit, limit):
     """(first, end): the elements of run ``task`` of ``tasks`` runs of whole ``unit``-element
     units, ``units`` in all, as even as possible; the last ends at ``limit``."""

@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit
 
 from ...simd import address, buffer_at, row_dots_rule, tile_cols
+from ...simd.subroutine import subroutine
 from .row_dots import dot_rows, gemv_rows
 from .tiles import gemm_unpacked
 
@@ -15,7 +16,7 @@ from .tiles import gemm_unpacked
 SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def byte_span(data, shape, strides, itemsize):
     """(first byte, one past the last byte) that the elements of an array at address ``data``
     with this shape and these strides span; (0, 0) when it is empty."""
@@ -31,25 +32,25 @@ def byte_span(data, shape, strides, itemsize):
     return lo, hi + itemsize
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def byte_extent(x):
     """``byte_span`` of the array ``x``."""
     return byte_span(x.ctypes.data, x.shape, x.strides, x.itemsize)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def spans_meet(x_span, y_span):
     """Whether two ``byte_span``s meet (NumPy's ``may_share_memory``: bounds only)."""
     return x_span[0] < y_span[1] and y_span[0] < x_span[1]
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def may_overlap(x, y):
     """Whether the spans of ``x`` and ``y`` meet."""
     return spans_meet(byte_extent(x), byte_extent(y))
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def whole_elements(x):
     """Whether every stride of ``x`` is a whole number of its elements (the drivers' unit)."""
     for d in range(x.ndim):
@@ -58,14 +59,14 @@ def whole_elements(x):
     return True
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def output_apart(c, a, b):
     """Whether C, an output of the small ways in, has whole-element strides and lies apart
     from A and B (an ``out=`` on an operand goes to the general path's copy)."""
     return whole_elements(c) and not may_overlap(c, a) and not may_overlap(c, b)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
     straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_entry``)."""

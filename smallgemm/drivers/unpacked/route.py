@@ -4,8 +4,6 @@ dots, the transposing stream or tiles) and which tile suits it (``tile_choice``)
 
 from __future__ import annotations
 
-from numba import njit
-
 from ...kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
 from ...simd import (
     address,
@@ -18,6 +16,7 @@ from ...simd import (
     tile_rows,
     tile_streams_from,
 )
+from ...simd.subroutine import subroutine
 from .row_dots import strips_in_registers
 
 # The kernel's tiles, as ``tile_choice`` names them: FEW_TILE and NARROW_STREAM run the
@@ -32,7 +31,7 @@ TILE_NAMES = ("main", "narrow", "few-rows", "GEMV: rows in register strips, or o
               "narrow, all rows in one stream")
 
 
-@njit(cache=True)
+@subroutine
 def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
     """Which of the kernel's tiles suits an unpacked product (MAIN_TILE ... RESIDENT_TILE).
 
@@ -79,7 +78,7 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
     return MAIN_TILE
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def narrow_streams(narrow, m):
     """Whether the few-rows stream of m rows runs the narrow tile (NARROW_STREAM): from the
     kernel's ``stream_from`` rows, where its row tiles pad no more rows than the narrow tile
@@ -88,7 +87,7 @@ def narrow_streams(narrow, m):
     return 0 < start <= m and -m % rows <= rows - start
 
 
-@njit(cache=True)
+@subroutine
 def unpacked_form(m, n, cs_a, rs_b, cs_b):
     """Which way of the unpacked driver a layout takes: row dots for a matrix times a
     vector along contiguous rows (DOTS_OF_A_ROWS: ``W @ x``; DOTS_OF_B_COLUMNS: ``x @
@@ -104,21 +103,21 @@ def unpacked_form(m, n, cs_a, rs_b, cs_b):
     return TILES
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a):
     """``unpacked_form``, with the tile of ``tile_choice`` in place of TILES."""
     form = unpacked_form(m, n, cs_a, rs_b, cs_b)
     return tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a) if form == TILES else form
 
 
-@njit(cache=True)
+@subroutine
 def tile_of(shape, narrow, few, gemv, resident, k, kc, a, b):
     """``tile_choice`` for Python callers (``strategies.explain``): a and b are the 2-D operands."""
     rule = row_dots_rule(gemv, False)  # the GEMV tile as the drivers pass it
     return tile_choice(shape, narrow, few, rule, resident, a.shape[0], b.shape[1], k, kc, address(a))
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def padded_fmas(shape, m, n, a):
     """Vector FMAs per k step for an m x n C in tiles of ``shape``, padding included."""
     rows, cols = tile_rows(shape), tile_cols(shape, a)

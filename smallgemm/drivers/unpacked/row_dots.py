@@ -6,7 +6,6 @@ strips).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ...kernels.shared import (
     DOT_PAIR_MAX_BYTES,
@@ -52,10 +51,11 @@ from ...simd import (
     tile_strips,
 )
 from ...simd.linked import linked
+from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 
 
-@njit(cache=True)
+@subroutine
 def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
     """Merge ``count`` raw sums of one KC block into C's elements ``c_off + j*cs_c``, by
     the rules of ``tile_write`` (same multiply-adds), so the bits are the tiles'."""
@@ -69,7 +69,7 @@ def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
             c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
 
 
-@njit(cache=True)
+@subroutine
 def strips_in_registers(rule, m, n, k, b):
     """Whether ``gemv_rows`` holds m rows of C in register strips (``row_strips``): up to the
     kernel's GEMV tile's ``strips`` rows, and B under GEMV_FETCH_MIN_BYTES (not read from
@@ -159,7 +159,7 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
         j0 += width
 
 
-@njit(cache=True)
+@subroutine
 def row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums):
     """m rows of C, STRIP_ROWS at a time, a strip of columns at a time (``strip_sums``), each
     element's sum in a register across its KC block, then merged into C by the usual rules.
@@ -202,7 +202,7 @@ def row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
 L1_SET_PERIOD_BYTES = 4096
 
 
-@njit(cache=True)
+@subroutine
 def dot_pairs_suit(rule, mat, rows, ldm):
     """Whether ``dot_rows`` should take ``rows`` rows of ``mat`` (``ldm`` apart) in pairs
     of row blocks: where the kernel's GEMV tile sets ``dot_pairs``, within
@@ -220,7 +220,7 @@ def dot_pairs_suit(rule, mat, rows, ldm):
     return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
 
 
-@njit(cache=True)
+@subroutine
 def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
     """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
 
@@ -273,7 +273,7 @@ def dot_row_pairs(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ld
                    ldm, c, c_off, cs_c, kc, sums)
 
 
-@njit(cache=True)
+@subroutine
 def dot_row_blocks(
     rule, zero, block_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
 ):
@@ -306,7 +306,7 @@ def dot_row_blocks(
             merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
 
 
-@njit(cache=True)
+@subroutine
 def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums):
     """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``set_batch_invariant(False)``): each
     row's dot product with the contiguous ``v`` in vectors of partial sums along all of k,

@@ -5,7 +5,6 @@ before the few-rows tile uses it, with its sums kept in the workspace.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ...kernels.microkernel import (
     direct_steps,
@@ -41,6 +40,7 @@ from ...simd import (
     tile_zero,
 )
 from ...simd.linked import linked, only_where
+from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 from ..packing import pack_b_panel
 
@@ -54,7 +54,7 @@ STREAM_PANEL = max(STREAM_STRIP_BYTES, TRANSPOSED_PANEL_BYTES) // 4
 STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def strip_rows(strip_bytes, cols, item_bytes):
     """Rows of B the row stream takes at a time for tiles ``cols`` wide so that one strip
     of them holds ``strip_bytes``: STREAM_STRIP_BYTES for a row-major B,
@@ -62,7 +62,7 @@ def strip_rows(strip_bytes, cols, item_bytes):
     return max(1, strip_bytes // (cols * item_bytes))
 
 
-@njit(cache=True)
+@subroutine
 def fetches_ahead(tile, a, n, k, cs_b):
     """Whether ``stream_tiles`` should request a transposed B's next strip
     (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""

@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ...kernels.microkernel import direct_microkernel, merge_tile
 from ...simd import resident_b, resident_product, tile_cols, tile_rows, tile_zero
 from ...simd.linked import linked
+from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 from .route import (
     DOTS_OF_A_ROWS,
@@ -50,7 +50,7 @@ def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
         resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
     """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers
     (n <= the tile's width: one strip of B).
@@ -69,7 +69,7 @@ def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
         merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
     """``resident_strip`` for one strip of B's columns after the other (n wider than the tile).
 
@@ -82,7 +82,7 @@ def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_o
                        c, c_off + j * cs_c, rs_c, cs_c, scratch)
 
 
-@njit(cache=True)
+@subroutine
 def gemm_unpacked(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
     rs_c, cs_c, kc, scratch, sums,
@@ -250,7 +250,7 @@ def resident_stack(
 ROWS_IN_MAIN, ROWS_STREAMED, ROWS_IN_FEW = 0, 1, 2
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def main_edges(shape, narrow, few, m, n, a):
     """(main_rows, main_cols, rows_way): the part of C that the main tile computes, the
     rest going to smaller tiles where it would mostly compute padding.
@@ -283,7 +283,7 @@ def main_edges(shape, narrow, few, m, n, a):
     return m, main_cols, ROWS_IN_MAIN
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def main_tiles(
     shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
     sums, scratch,
@@ -310,7 +310,7 @@ def main_tiles(
                    cs_c, kc, scratch)
 
 
-@njit(cache=True, inline="always")
+@subroutine(inline=True)
 def unpacked_tiles(
     shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
 ):
