@@ -146,8 +146,8 @@ def unpacked_parallel(
                     c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch, my_sums, fetch,
                 )
             task, turn = claim(counter, total, workers, np.intp(w), turn)
-    if split:
-        for i in prange(m):
+    if split:  # on this thread: split-K takes only products of few tasks, m x n x KC blocks adds here
+        for i in range(m):
             for j in range(n):
                 at = i * rs_c + j * cs_c
                 t = partial[i * n + j]
