@@ -1,0 +1,137 @@
+"""Subroutines (``simd.subroutine``): lowered once per signature into IR that callers link in.
+
+A subroutine never becomes a program of its own (no machine code, no cache file); its callers
+hold its code, linked whole with everything it calls.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from numba import njit, types
+
+from smallgemm.simd.subroutine import subroutine
+
+
+@subroutine
+def _scaled(x, s):
+    return x * s
+
+
+@subroutine(inline=True)
+def _twice(x):
+    return _scaled(x, 2.0)
+
+
+@subroutine
+def _checked(x):
+    if x < 0:
+        raise ValueError("a negative argument")
+    return x
+
+
+@njit
+def _float_caller(x):
+    return _twice(x) + _scaled(x, 3.0)
+
+
+@njit
+def _other_float_caller(x):
+    return _scaled(x, 0.5)
+
+
+@njit
+def _int_caller(x):
+    return _scaled(x, 3)
+
+
+@njit
+def _checking_caller(x):
+    return _checked(x) + 1.0
+
+
+def test_a_subroutine_is_lowered_once_per_argument_types_and_never_finalised():
+    assert _float_caller(1.5) == 7.5
+    assert _other_float_caller(3.0) == 1.5
+    assert _int_caller(4) == 12
+    assert set(_scaled.subroutine.compiled) == {(types.float64, types.float64), (types.int64, types.int64)}
+    for result, _ in _scaled.subroutine.compiled.values():
+        assert not result.library._finalized  # no machine code of its own
+    # inline=True: LLVM inlined _twice into its caller, which keeps no copy of it.
+    llvm_ir = next(iter(_float_caller.inspect_llvm().values()))
+    assert not re.search(r"define[^\n]*_twice", llvm_ir)
+
+
+def test_an_exception_raised_in_a_subroutine_reaches_the_caller():
+    assert _checking_caller(2.0) == 3.0
+    with pytest.raises(ValueError, match="a negative argument"):
+        _checking_caller(-1.0)
+
+
+def test_a_subroutine_called_from_python_runs_its_jitted_copy():
+    assert _scaled(2.0, 3.0) == 6.0
+    assert _scaled.subroutine._dispatcher.signatures == [(types.float64, types.float64)]
+
+
+MODULE = """
+from numba import njit
+from smallgemm.simd.subroutine import subroutine
+
+
+@subroutine
+def leaf(x):
+    return x + 1.0
+
+
+@subroutine
+def first(x):
+    return leaf(x) * 2.0
+
+
+@subroutine
+def second(x):
+    return leaf(x) * 3.0
+
+
+@njit(cache=True)
+def caller(x):
+    n = 3
+    if n * 2 == 7:  # folded by LLVM, not by Numba: the call to ``first`` is typed, then removed
+        return first(x)
+    return second(x)
+"""
+
+
+def _run(tmp_path, script: str) -> str:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr  # a callee left unlinked is a call to address 0
+    return done.stdout
+
+
+def test_a_call_the_optimiser_removed_leaves_the_other_calls_callees_linked(tmp_path):
+    """``first`` and ``second`` both call ``leaf``: with ``first``'s call removed, the caller
+    still links ``leaf`` for ``second`` (a subroutine's IR holds its callees')."""
+    (tmp_path / "subs.py").write_text(MODULE)
+    assert _run(tmp_path, "import subs\nprint(subs.caller(1.0))\n").split() == ["6.0"]
+
+
+def test_a_caller_loaded_from_the_cache_lowers_no_subroutine(tmp_path):
+    (tmp_path / "subs.py").write_text(MODULE)
+    script = """
+        import subs
+        result = subs.caller(2.0)
+        print(result, len(subs.second.subroutine.compiled), sum(subs.caller.stats.cache_hits.values()))
+    """
+    assert _run(tmp_path, script).split() == ["9.0", "1", "0"]  # compiled, and saved
+    assert _run(tmp_path, script).split() == ["9.0", "0", "1"]  # loaded: nothing lowered
