@@ -80,14 +80,12 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     short = tile_with_rows(shape, SHORT_ROWS)
-    unit = np.intp(1)
+    unit = 1
     for jr in range(0, cols, nr):
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
             live_rows = min(mr, rows - ir)
             if live_rows <= SHORT_ROWS < mr:
-                # cs_a as a run-time value: the compiled short tile of the unpacked path (a
-                # literal 1 would compile it once more).
                 direct_microkernel(
                     short, depth, abuf, a_off + ir * depth, unit, mr, bbuf, b_off + jr * depth, nr,
                     c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
@@ -253,7 +251,7 @@ def pack_entry(shape, b, nc, kc, buf):
 @njit(cache=True)
 def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
     """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
-    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    origin = 0
     size = a.itemsize
     gemm_serial(
         shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
@@ -267,7 +265,7 @@ def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
 @njit(cache=True)
 def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf, scratch):
     """Entry from Python with B prepacked by ``pack_entry`` (``packed`` holds k x n)."""
-    origin = np.intp(0)  # a run-time zero (also B's unused strides): as gemm_entry's callees
+    origin = 0  # also B's unused strides
     size = a.itemsize
     gemm_serial(
         shape, a.shape[0], n, a.shape[1], alpha, beta,
@@ -324,7 +322,7 @@ def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, jc, jr, width, c
     packed panels of ``tile``'s width side by side in one row of vectors (``panel_row``),
     each element the FMA chain of ``direct_microkernel`` over each KC block, merged alike."""
     row = panel_row(tile)
-    one = np.intp(1)  # the row count at run time: a literal 1 would compile read_into once more
+    one = 1  # the tile's rows
     for pc in range(0, k, kc):
         depth = min(kc, k - pc)
         mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)

@@ -105,7 +105,7 @@ def standalone_product(
     abuf, at = _region(shape, w, 0, rows * depth)
     bbuf, at = _region(shape, w, at, cols * depth)
     scratch, at = _region(shape, w, at, mr * nr)
-    origin = np.intp(0)  # a run-time zero, as the entries pass: a literal 0 would compile the callees again
+    origin = 0
     target, rs_t, cs_t = c, rs_c, cs_c
     if not c_apart:
         target, at = _region(shape, w, at, m * n)

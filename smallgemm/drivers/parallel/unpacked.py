@@ -117,7 +117,7 @@ def unpacked_parallel(
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial_size >= k_blocks * m * n
     total = tasks * k_blocks if split else tasks
-    unit = np.intp(1)  # the partial sums' column stride: a literal 1 would compile the callees once more
+    unit = 1  # the partial sums' column stride
     reset_counters(counter, workers)
     for w in prange(workers):
         my_scratch = advance(scratch, w * scratch_size)
@@ -216,7 +216,7 @@ def unpacked_parallel_product(
 ):
     """One unpacked product on ``workers`` workers, with the tile ``gemm_unpacked`` would choose
     (``unpacked_parallel``: ``partial`` holds ``partial_size`` elements)."""
-    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    origin = 0
     args = (
         shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, kc,
         workers, scratch, sums, partial, partial_size, counter,

@@ -112,7 +112,7 @@ def unpacked_entry(
         if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows,
                                address(a)) == SMALL_PLANNED:
             return SMALL_PLANNED
-    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    origin = 0
     gemm_unpacked(
         shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
         address(a), origin, rs_a, cs_a, address(b), origin, rs_b, cs_b,
@@ -126,7 +126,7 @@ def unpacked_entry(
 def vector_entry(gemv, lane_sums, alpha, beta, vec, mat, c, kc, sums, rows_of_mat):
     """Entry from Python for a matrix and a vector (1-D ``vec`` and ``c``), ``mat`` with
     contiguous rows: c = mat @ vec (``rows_of_mat``, row dots) or c = vec @ mat (GEMV rows)."""
-    origin = np.intp(0)  # a run-time zero: a literal 0 would compile every callee once more
+    origin = 0
     rule = row_dots_rule(gemv, lane_sums)
     size = mat.itemsize
     if rows_of_mat:
