@@ -37,7 +37,7 @@ class Subroutine:
         self.pyfunc = pyfunc
         self.inline = inline
         self.compiled: dict[tuple, tuple] = {}  # argument types -> (compile result, IR to link)
-        self._dispatcher = None  # the jitted copy that Python callers run
+        self.python_copy = None  # the jitted copy that Python callers run (made at the first)
 
     def compile(self, typingctx, argtypes: tuple) -> tuple:
         """The compile result and the linkable IR of the function for ``argtypes``."""
@@ -65,9 +65,9 @@ class Subroutine:
 
     def python_call(self, *args):
         """Run the function from Python, as a jitted function."""
-        if self._dispatcher is None:
-            self._dispatcher = njit(cache=True)(self.pyfunc)
-        return self._dispatcher(*args)
+        if self.python_copy is None:
+            self.python_copy = njit(cache=True)(self.pyfunc)
+        return self.python_copy(*args)
 
 
 class _LinkableIR:
