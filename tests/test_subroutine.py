@@ -73,7 +73,7 @@ def test_an_exception_raised_in_a_subroutine_reaches_the_caller():
 
 def test_a_subroutine_called_from_python_runs_its_jitted_copy():
     assert _scaled(2.0, 3.0) == 6.0
-    assert _scaled.subroutine.python_copy.signatures == [(types.float64, types.float64)]
+    assert _scaled.python_copy.signatures == [(types.float64, types.float64)]
 
 
 MODULE = """

@@ -84,7 +84,9 @@ class Problem:
         form = self._form
         if form is None:
             size = self.a.itemsize
-            form = self._form = unpacked_form(
+            # Its Python source, run as Python: integer tests only, the compiled rule's answers
+            # without a call into compiled code (0.09 us against 0.19 through its jitted copy).
+            form = self._form = unpacked_form.py_func(
                 self.m,
                 self.n,
                 self.a.strides[1] // size,

@@ -17,7 +17,7 @@ a tile's steps stays in its caller's loop, as Numba's ``inline="always"`` kept i
 is typed and lowered once rather than once per call site.
 
 A subroutine called from Python runs a jitted copy of the function (``njit(cache=True)``,
-compiled at its first such call): the planner and the tests call a few helpers so.
+compiled at its first such call): the tests and ``explain`` call a few helpers so.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class Subroutine:
         self.pyfunc = pyfunc
         self.inline = inline
         self.compiled: dict[tuple, tuple] = {}  # argument types -> (compile result, IR to link)
-        self.python_copy = None  # the jitted copy that Python callers run (made at the first)
 
     def compile(self, typingctx, argtypes: tuple) -> tuple:
         """The compile result and the linkable IR of the function for ``argtypes``."""
@@ -62,12 +61,6 @@ class Subroutine:
             typingctx, targetctx, library, self.pyfunc, argtypes, None, flags, {}
         )
         return result, _LinkableIR(library)
-
-    def python_call(self, *args):
-        """Run the function from Python, as a jitted function."""
-        if self.python_copy is None:
-            self.python_copy = njit(cache=True)(self.pyfunc)
-        return self.python_copy(*args)
 
 
 class _LinkableIR:
@@ -101,12 +94,16 @@ class _LinkableIR:
 
 class SubroutineCall(_Intrinsic):
     """The intrinsic jitted code calls a subroutine by; called from Python, it runs the
-    subroutine's jitted copy."""
+    subroutine's jitted copy (``python_copy``, compiled at the first such call)."""
 
     subroutine: Subroutine
+    python_copy = None
 
     def __call__(self, *args):
-        return self.subroutine.python_call(*args)
+        copy = self.python_copy
+        if copy is None:
+            copy = self.python_copy = njit(cache=True)(self.py_func)
+        return copy(*args)
 
 
 def subroutine(pyfunc=None, *, inline: bool = False):
