@@ -205,9 +205,8 @@ def test_products_in_a_users_prange_loop_find_their_routines_linked(tmp_path):
 
 
 def test_the_threaded_runners_entries_release_the_gil():
-    """Every entry a row's threaded runner calls releases the GIL, so its workers link the
-    routines they reach (a worker of an entry holding the GIL could not: ``Entry.get`` would
-    link every routine such an entry may reach first)."""
+    """Every entry a row's threaded runner calls releases the GIL: the caller's other Python
+    threads run while its workers compute."""
     from smallgemm.plan import strategies
 
     rows = strategies.PRODUCT + strategies.PREPACKED + strategies.STACK

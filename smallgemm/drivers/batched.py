@@ -9,12 +9,12 @@ whole by the worker that takes it) or each product in turn uses every worker;
 neither changes a sum.
 """
 
-import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ..kernels.shared import UNPACKED_TASKS_PER_WORKER
 from ..simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
 from ..simd.subroutine import subroutine
+from ..simd.workers import on_workers
 from .blocked import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .unpacked import (
@@ -35,10 +35,12 @@ def batch_entry(
 ):
     """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices;
     ``lane_sums``: the row-dots rule's flag (``simd.row_dots_rule``)."""
+    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
     stack_run(
-        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, a, b, c,
-        offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc, address(abuf), address(bbuf), address(scratch),
-        address(sums),
+        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, m, n, k,
+        address(a), rs_a, cs_a, address(b), rs_b, cs_b, address(c), rs_c, cs_c,
+        address(offsets_a), address(offsets_b), address(offsets_c), offsets_c.shape[0], unpacked, mc, nc, kc,
+        address(abuf), address(bbuf), address(scratch), address(sums),
     )
 
 
@@ -92,27 +94,25 @@ def stack_geometry(a, b, c):
 
 @subroutine
 def stack_run(
-    shape, narrow, few, gemv, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked, mc, nc, kc,
-    abuf, bbuf, scratch, sums,
+    shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    offsets_a, offsets_b, offsets_c, count, unpacked, mc, nc, kc, abuf, bbuf, scratch, sums,
 ):
-    """The products of a stack (or of a run of it: the ``offsets_*`` given) one after the other."""
-    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
-    pa, pb, pc = address(a), address(b), address(c)
+    """``count`` products of a stack (or of a run of it) one after the other: the t-th
+    reads A, B and C at ``offsets_*[t]`` elements from ``a``, ``b`` and ``c``."""
     if unpacked:
         gemm_unpacked_stack(
-            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, pa, address(offsets_a), rs_a, cs_a,
-            pb, address(offsets_b), rs_b, cs_b, pc, address(offsets_c), rs_c, cs_c, kc, scratch, sums,
-            offsets_c.shape[0],
+            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a,
+            b, offsets_b, rs_b, cs_b, c, offsets_c, rs_c, cs_c, kc, scratch, sums, count,
         )
         return
-    for t in range(offsets_c.shape[0]):
+    for t in range(count):
         gemm_serial(
-            shape, m, n, k, alpha, beta, pa, offsets_a[t], rs_a, cs_a, pb, offsets_b[t], rs_b, cs_b,
-            pc, offsets_c[t], rs_c, cs_c, mc, nc, kc, abuf, bbuf, scratch, False,
+            shape, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b, cs_b,
+            c, offsets_c[t], rs_c, cs_c, mc, nc, kc, abuf, bbuf, scratch, False,
         )
 
 
-@njit(cache=True, parallel=True, nogil=True)  # the GIL released: its workers link routines as they reach them (simd.linked)
+@njit(cache=True, nogil=True)  # the GIL released while it computes
 def batch_tasks_entry(
     shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
     mc, nc, kc, workers, abuf, bbuf, scratch, sums, counter,
@@ -121,24 +121,35 @@ def batch_tasks_entry(
     task counters; each worker has its own A block, B slice, edge tile and sums."""
     count = offsets_c.shape[0]
     tasks = min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
-    mr, nr = tile_rows(shape), tile_cols(shape, address(scratch))
-    rule = row_dots_rule(gemv, lane_sums)
-    tasks_of = address(counter)  # the counters as the parallel routines take them: one compiled claim
-    reset_counters(tasks_of, workers)
-    for w in prange(workers):
-        my_abuf = advance(address(abuf), w * mc * kc)
-        my_bbuf = advance(address(bbuf), w * kc * nc)
-        my_scratch = advance(address(scratch), w * mr * nr)
-        my_sums = advance(address(sums), w * STREAM_SIZE)
-        task, turn = claim(tasks_of, tasks, workers, np.intp(w), np.intp(0))
-        while task >= 0:
-            first, end = task * count // tasks, (task + 1) * count // tasks
-            stack_run(
-                shape, narrow, few, rule, resident, alpha, beta, a, b, c,
-                offsets_a[first:end], offsets_b[first:end], offsets_c[first:end], unpacked,
-                mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
-            )
-            task, turn = claim(tasks_of, tasks, workers, np.intp(w), turn)
+    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
+    reset_counters(address(counter), workers)
+    batch_worker(
+        workers, shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, m, n, k,
+        address(a), rs_a, cs_a, address(b), rs_b, cs_b, address(c), rs_c, cs_c,
+        address(offsets_a), address(offsets_b), address(offsets_c), count, tasks, unpacked, mc, nc, kc,
+        address(abuf), address(bbuf), address(scratch), address(sums), address(counter),
+    )
+
+
+@on_workers
+def batch_worker(
+    w, workers, shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+    offsets_a, offsets_b, offsets_c, count, tasks, unpacked, mc, nc, kc, abuf, bbuf, scratch, sums, counter,
+):
+    """One worker of ``batch_tasks_entry``: runs of the stack's products, with its own workspace."""
+    my_abuf = advance(abuf, w * mc * kc)
+    my_bbuf = advance(bbuf, w * kc * nc)
+    my_scratch = advance(scratch, w * tile_rows(shape) * tile_cols(shape, scratch))
+    my_sums = advance(sums, w * STREAM_SIZE)
+    task, turn = claim(counter, tasks, workers, w, 0)
+    while task >= 0:
+        first, end = task * count // tasks, (task + 1) * count // tasks
+        stack_run(
+            shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
+            advance(offsets_a, first), advance(offsets_b, first), advance(offsets_c, first), end - first, unpacked,
+            mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
+        )
+        task, turn = claim(counter, tasks, workers, w, turn)
 
 
 @njit(cache=True, nogil=True)  # as batch_tasks_entry

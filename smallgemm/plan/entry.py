@@ -145,11 +145,6 @@ class Entry:
                 if fn is None:
                     with linked_routines.lazily():  # routines are linked at their first call
                         fn = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
-                    # Workers of an entry that holds the GIL could not link one (simd.linked).
-                    if not self.dispatcher.targetoptions.get("nogil"):
-                        library = self._library(kernel, dtype)
-                        if linked_routines.runs_threads(library):
-                            linked_routines.link_callees(library)
                     self.loaded[key] = fn
         return fn
 

@@ -12,15 +12,11 @@ the routine's address once it is linked.  A caller holds a load of the cell and 
 A caller finds an empty cell at most once: it then calls ``ensure`` (a C callback into
 Python, taking the GIL), which compiles the routine (or loads it from the cache) and
 fills the cell.  So compiling or loading a caller costs only its own code, and a
-product compiles only the routines its route reaches (``lazily``).  A thread that holds
-the GIL while it waits for ``prange`` workers must never let them find a cell empty (a
-worker would wait for the GIL it holds): what such a thread runs has every routine it
-may reach linked first (``link_callees``): a routine with ``prange`` loops reached by a
-thread holding the GIL (``ensure`` is told whether it did), an entry that holds the GIL
-and runs threads (``plan.entry``), and anything compiled or loaded outside ``lazily`` (a
-user's ``@njit`` function calling ``smallgemm.njit.matmul``, ``python -m smallgemm
-compile``).  The threaded entries release the GIL (``nogil``), so their workers link
-what they reach as they reach it.
+product compiles only the routines its route reaches (``lazily``).  Workers link what
+they reach as they reach it: a thread that starts workers lets go of the GIL while they
+run (``simd.workers``).  Code compiled or loaded outside ``lazily`` (a user's ``@njit``
+function calling ``smallgemm.njit.matmul``, ``python -m smallgemm compile``) has every
+routine it may reach linked first (``link_callees``).
 
 A caller loaded from the cache in another process needs its cells registered before
 its machine code is loaded: every cached compile result that calls routines carries
@@ -58,7 +54,6 @@ llvm.set_option("", "--align-loops=64")
 PREFIX = "smallgemm.linked."
 ENSURE = "smallgemm.linked.ensure"  # the C callback a caller calls on finding a cell empty
 _MARK = "smallgemm-linked-v2"  # a cached payload that carries the routines it calls
-_PARFOR = "__numba_parfor_gufunc"  # in the names of the functions Numba outlines prange loops into
 
 _routines: dict[str, Linked] = {}  # routine name -> routine
 _symbols: dict[str, tuple[str, tuple]] = {}  # cell symbol -> (routine name, argument types)
@@ -88,9 +83,8 @@ def _lazy() -> bool:
 class Linked:
     """A routine compiled once per signature (``link``) and called through its cell (``declare``)."""
 
-    def __init__(self, pyfunc, parallel: bool):
+    def __init__(self, pyfunc):
         self.pyfunc = pyfunc
-        self.parallel = parallel
         self.name = f"{pyfunc.__module__}.{pyfunc.__qualname__}"
         self.compiled: dict[tuple, object] = {}  # argument types -> numba CFunc
         self.cells: dict[tuple, ctypes.c_void_p] = {}  # argument types -> the cell callers read
@@ -123,7 +117,7 @@ class Linked:
             function = self.compiled.get(argtypes)
             if function is None:
                 with lazily(not callees):
-                    function = cfunc(types.void(*argtypes), cache=True, parallel=self.parallel)(self.pyfunc)
+                    function = cfunc(types.void(*argtypes), cache=True)(self.pyfunc)
                 if callees:
                     self.complete.add(argtypes)  # compiled or loaded outside ``lazily``: linked
                 self.compiled[argtypes] = function
@@ -137,15 +131,13 @@ class Linked:
         return f"linked({self.name})"
 
 
-def linked(pyfunc=None, *, parallel: bool = False, where=None) -> object:
+def linked(pyfunc=None, *, where=None) -> object:
     """Declare ``pyfunc`` (a plain function, jit-compatible) a linked routine; returns the
-    intrinsic that jitted code calls it by.  ``@linked(parallel=True)``: a routine that runs
-    ``prange`` loops, itself or in the jitted functions it calls (compiled as Numba's
-    ``parallel=True`` functions are, their thread pool started when it is linked).
-    ``where``: as for ``only_where``, for a routine that only some kernels run."""
+    intrinsic that jitted code calls it by.  ``where``: as for ``only_where``, for a routine
+    that only some kernels run."""
     if pyfunc is None:
-        return lambda function: linked(function, parallel=parallel, where=where)
-    return _call(Linked(pyfunc, parallel), pyfunc.__name__, where)
+        return lambda function: linked(function, where=where)
+    return _call(Linked(pyfunc), pyfunc.__name__, where)
 
 
 def only_where(call, reached) -> object:
@@ -165,16 +157,9 @@ def links_of(library) -> list[tuple[str, tuple]]:
     return [_symbols[v.name] for v in library._final_module.global_variables if v.name in _symbols]
 
 
-def runs_threads(library) -> bool:
-    """Whether a compiled library (its callees included) runs ``prange`` loops."""
-    modules = (library._final_module, getattr(library, "_shared_module", None))
-    return any(_PARFOR in f.name for module in modules if module is not None for f in module.functions)
-
-
 def link_callees(library) -> None:
-    """Link every routine that a compiled library may reach, and theirs: for code whose
-    ``prange`` workers run while its thread holds the GIL, or that must compile nothing
-    at its first call."""
+    """Link every routine that a compiled library may reach, and theirs: for code that must
+    compile nothing at its first call."""
     for name, argtypes in links_of(library):
         routine(name).link(argtypes, callees=True)
 
@@ -188,11 +173,18 @@ def routine(name: str) -> Linked:
 
 def _call(routine: Linked, name: str, reached):
     """The intrinsic that calls ``routine`` through its cell (``_typed``)."""
-    arity = routine.pyfunc.__code__.co_argcount
+    return routine_call(
+        routine, name, routine.pyfunc.__code__.co_argcount, lambda actual: _typed(routine, actual, reached)
+    )
+
+
+def routine_call(routine: Linked, name: str, arity: int, typed) -> object:
+    """An intrinsic named ``name`` that takes ``arity`` arguments and is typed by
+    ``typed(argument types)``: (signature, codegen), or None where it does not apply."""
     parameters = ", ".join(f"a{i}" for i in range(arity))
     # An intrinsic's typing function takes its arguments by name: one of the routine's arity.
-    source = f"def typer(typingctx, {parameters}):\n    return _typed(routine, ({parameters},), reached)\n"
-    namespace = {"_typed": _typed, "routine": routine, "reached": reached}
+    source = f"def typer(typingctx, {parameters}):\n    return typed(({parameters},))\n"
+    namespace = {"typed": typed}
     exec(source, namespace)
     typer = namespace["typer"]
     typer.__name__ = typer.__qualname__ = name
@@ -216,37 +208,39 @@ def _typed(routine: Linked, actual: tuple, reached):
     symbol = routine.declare(argtypes)
 
     def codegen(context, builder, signature, args):
-        function_type = ir.FunctionType(
-            context.get_value_type(types.void), [context.get_value_type(t) for t in signature.args]
-        )
-        module = builder.module
-        cell = module.globals.get(symbol)
-        if cell is None:
-            cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
-            cell.linkage = "external"
-        with builder.if_then(cgutils.is_null(builder, builder.load(cell)), likely=False):
-            int32 = ir.IntType(32)
-            gil_held = cgutils.get_or_insert_function(module, ir.FunctionType(int32, []), "PyGILState_Check")
-            ensure = cgutils.get_or_insert_function(
-                module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, int32]), ENSURE
-            )
-            builder.call(ensure, [builder.bitcast(cell, cgutils.voidptr_t), builder.call(gil_held, [])])
-        builder.call(builder.load(cell), args)
+        function_type = routine_type(context, signature.args)
+        builder.call(routine_address(builder, symbol, function_type), args)
         return context.get_dummy_value()
 
     return types.void(*argtypes), codegen
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)
-def _ensure(cell_address, gil_held):
-    """A caller found this cell empty: link its routine.  The calling thread takes the GIL
-    here; if it held it already (``gil_held``) and the routine runs ``prange`` loops, the
-    routine's workers could not take it, so every routine they may reach is linked first."""
+def routine_type(context, argtypes: tuple) -> ir.FunctionType:
+    """The C type of a routine taking ``argtypes``."""
+    return ir.FunctionType(context.get_value_type(types.void), [context.get_value_type(t) for t in argtypes])
+
+
+def routine_address(builder, symbol: str, function_type: ir.FunctionType):
+    """The routine in the cell ``symbol``, read where ``builder`` is: linked first if the cell is empty."""
+    module = builder.module
+    cell = module.globals.get(symbol)
+    if cell is None:
+        cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
+        cell.linkage = "external"
+    with builder.if_then(cgutils.is_null(builder, builder.load(cell)), likely=False):
+        ensure = cgutils.get_or_insert_function(
+            module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), ENSURE
+        )
+        builder.call(ensure, [builder.bitcast(cell, cgutils.voidptr_t)])
+    return builder.load(cell)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _ensure(cell_address):
+    """A caller found this cell empty: link its routine (the calling thread takes the GIL here)."""
     try:
         routine_of_cell, argtypes = _cells_at[cell_address]
-        function = routine_of_cell.link(argtypes)
-        if gil_held and (routine_of_cell.parallel or runs_threads(function._library)):
-            routine_of_cell.link(argtypes, callees=True)
+        routine_of_cell.link(argtypes)
     except BaseException:  # nothing can be raised through the caller's machine code
         traceback.print_exc()
         sys.stderr.write("smallgemm: a compiled routine could not be linked; the process stops\n")

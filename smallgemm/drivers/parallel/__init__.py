@@ -18,7 +18,7 @@ Tasks only choose *which* tiles a thread computes, never *how*: every element
 is the same FMA chain per KC block, blocks merged in increasing order, so the
 result is bitwise identical for any number of threads and any schedule.
 
-``workers`` is the number of logical workers (``prange`` iterations); it may
+``workers`` is the number of logical workers (``simd.workers``); it may
 exceed Numba's pool, whose threads then run several workers in turn.
 """
 

@@ -98,8 +98,7 @@ def claim(counter, total, workers, w, turn):
     counter: a worker takes its own range in order first (so, call after call,
     the same worker and its caches meet the same columns of B), then helps the
     others by fetch-and-add on their counters (``turn``: how many ranges it has
-    finished).  Each task is handed out exactly once.  Callers pass ``np.intp(w)``: a
-    ``prange`` index may be typed uint64, and another type compiles ``claim`` once more.
+    finished).  Each task is handed out exactly once.
     """
     while turn < workers:
         owner = (w + turn) % workers

@@ -4,8 +4,7 @@ shared out, and the entry that follows ``unpacked.unpacked_route``.
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from ...kernels.shared import TASKS_PER_WORKER
 from ...simd import (
@@ -19,6 +18,7 @@ from ...simd import (
 )
 from ...simd.linked import linked
 from ...simd.subroutine import subroutine
+from ...simd.workers import on_workers
 from ..unpacked import (
     DOTS_OF_A_ROWS,
     DOTS_OF_B_COLUMNS,
@@ -74,7 +74,7 @@ def unpacked_task(
                       cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)
 
 
-@linked(parallel=True)
+@linked
 def unpacked_parallel(
     tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c,
     rs_c, cs_c, kc, workers, scratch, sums, partial, partial_size, counter,
@@ -96,7 +96,6 @@ def unpacked_parallel(
     """
     mr, nr = tile_geometry(tile_of, shape, narrow, few, gemv, a)
     fetch = fetches_ahead(few, a, n, k, cs_b)
-    scratch_size = tile_rows(shape) * tile_cols(shape, a)  # the largest tile's (workspace.get)
     row_chunk = mr * max(1, 64 // mr)
     row_tasks = (m + row_chunk - 1) // row_chunk
     panels = (n + nr - 1) // nr
@@ -116,36 +115,12 @@ def unpacked_parallel(
     tasks = row_tasks * strips
     k_blocks = (k + kc - 1) // kc
     split = tasks < wanted and k_blocks > 1 and partial_size >= k_blocks * m * n
-    total = tasks * k_blocks if split else tasks
-    unit = 1  # the partial sums' column stride
     reset_counters(counter, workers)
-    for w in prange(workers):
-        my_scratch = advance(scratch, w * scratch_size)
-        my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, total, workers, np.intp(w), np.intp(0))
-        while task >= 0:
-            block = task // tasks
-            rest = task - block * tasks
-            chunk = rest // strips
-            strip = rest - chunk * strips
-            i0 = chunk * row_chunk
-            j0 = strip * panels // strips * nr
-            rows = min(row_chunk, m - i0)
-            cols = min((strip + 1) * panels // strips * nr, n) - j0
-            if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
-                p0 = block * kc
-                unpacked_task(
-                    tile_of, shape, narrow, few, gemv, resident, rows, cols, min(kc, k - p0), one, zero,
-                    a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
-                    partial, block * m * n + i0 * n + j0, n, unit, kc, my_scratch, my_sums, fetch,
-                )
-            else:
-                unpacked_task(
-                    tile_of, shape, narrow, few, gemv, resident, rows, cols, k, alpha, beta,
-                    a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
-                    c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch, my_sums, fetch,
-                )
-            task, turn = claim(counter, total, workers, np.intp(w), turn)
+    unpacked_worker(
+        workers, tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a,
+        b, rs_b, cs_b, c, rs_c, cs_c, kc, scratch, sums, partial, counter, row_chunk, strips, panels, nr, tasks, split,
+        fetch,
+    )
     if split:  # on this thread: split-K takes only products of few tasks, m x n x KC blocks adds here
         for i in range(m):
             for j in range(n):
@@ -159,6 +134,46 @@ def unpacked_parallel(
                     c[at] = multiply_add(shape, alpha, partial[block * m * n + i * n + j], c[at])
 
 
+@on_workers
+def unpacked_worker(
+    w, workers, tile_of, shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a,
+    b, rs_b, cs_b, c, rs_c, cs_c, kc, scratch, sums, partial, counter, row_chunk, strips, panels, nr, tasks, split,
+    fetch,
+):
+    """One worker of ``unpacked_parallel``: (row chunk, column strip) tasks, or with ``split``
+    (chunk, strip, KC block) tasks, each block's raw sum into its slice of ``partial``."""
+    scratch_size = tile_rows(shape) * tile_cols(shape, a)  # the largest tile's (workspace.get)
+    my_scratch = advance(scratch, w * scratch_size)
+    my_sums = advance(sums, w * STREAM_SIZE)
+    k_blocks = (k + kc - 1) // kc
+    total = tasks * k_blocks if split else tasks
+    unit = 1  # the partial sums' column stride
+    task, turn = claim(counter, total, workers, w, 0)
+    while task >= 0:
+        block = task // tasks
+        rest = task - block * tasks
+        chunk = rest // strips
+        strip = rest - chunk * strips
+        i0 = chunk * row_chunk
+        j0 = strip * panels // strips * nr
+        rows = min(row_chunk, m - i0)
+        cols = min((strip + 1) * panels // strips * nr, n) - j0
+        if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
+            p0 = block * kc
+            unpacked_task(
+                tile_of, shape, narrow, few, gemv, resident, rows, cols, min(kc, k - p0), one, zero,
+                a, i0 * rs_a + p0 * cs_a, rs_a, cs_a, b, p0 * rs_b + j0 * cs_b, rs_b, cs_b,
+                partial, block * m * n + i0 * n + j0, n, unit, kc, my_scratch, my_sums, fetch,
+            )
+        else:
+            unpacked_task(
+                tile_of, shape, narrow, few, gemv, resident, rows, cols, k, alpha, beta,
+                a, i0 * rs_a, rs_a, cs_a, b, j0 * cs_b, rs_b, cs_b,
+                c, i0 * rs_c + j0 * cs_c, rs_c, cs_c, kc, my_scratch, my_sums, fetch,
+            )
+        task, turn = claim(counter, total, workers, w, turn)
+
+
 @subroutine
 def even_run(task, tasks, units, unit, limit):
     """(first, end): the elements of run ``task`` of ``tasks`` runs of whole ``unit``-element
@@ -166,7 +181,7 @@ def even_run(task, tasks, units, unit, limit):
     return task * units // tasks * unit, min((task + 1) * units // tasks * unit, limit)
 
 
-@linked(parallel=True)
+@subroutine
 def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, workers,
                       sums, counter):
     """``unpacked.dot_rows`` on ``workers`` workers: runs of whole row blocks (or pairs of
@@ -181,17 +196,23 @@ def dot_rows_parallel(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off
     blocks = (rows + block_rows - 1) // block_rows
     tasks = min(blocks, TASKS_PER_WORKER * workers)
     reset_counters(counter, workers)
-    for w in prange(workers):
-        my_sums = advance(sums, w * STREAM_SIZE)
-        task, turn = claim(counter, tasks, workers, np.intp(w), np.intp(0))
-        while task >= 0:
-            first, end = even_run(task, tasks, blocks, block_rows, rows)
-            dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
-                        ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
-            task, turn = claim(counter, tasks, workers, np.intp(w), turn)
+    dot_rows_worker(workers, rule, paired, block_rows, blocks, tasks, rows, k, alpha, beta, v, v_off, v_stride, mat,
+                    m_off, ldm, c, c_off, cs_c, kc, sums, counter)
 
 
-@njit(cache=True, nogil=True)  # the GIL released: its workers link routines as they reach them (simd.linked)
+@on_workers
+def dot_rows_worker(w, workers, rule, paired, block_rows, blocks, tasks, rows, k, alpha, beta, v, v_off, v_stride, mat,
+                    m_off, ldm, c, c_off, cs_c, kc, sums, counter):
+    """One worker of ``dot_rows_parallel``: runs of whole row blocks."""
+    my_sums = advance(sums, w * STREAM_SIZE)
+    task, turn = claim(counter, tasks, workers, w, 0)
+    while task >= 0:
+        first, end = even_run(task, tasks, blocks, block_rows, rows)
+        dot_rows_of(rule, paired, end - first, k, alpha, beta, v, v_off, v_stride, mat, m_off + first * ldm,
+                    ldm, c, c_off + first * cs_c, cs_c, kc, my_sums)
+        task, turn = claim(counter, tasks, workers, w, turn)
+
+@njit(cache=True, nogil=True)  # the GIL released while it computes
 def unpacked_parallel_entry(
     shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, kc, workers, scratch, sums, partial,
     counter,
@@ -209,7 +230,7 @@ def unpacked_parallel_entry(
     )
 
 
-@linked  # it runs no prange loop itself: the drivers it calls are parallel routines
+@linked
 def unpacked_parallel_product(
     shape, narrow, few, gemv, resident, m, n, k, alpha, beta, one, zero, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
     kc, workers, scratch, sums, partial, partial_size, counter,
