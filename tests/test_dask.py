@@ -205,6 +205,29 @@ def test_memmapped_operands_into_an_open_memmap(tmp_path):
     assert np.array_equal(np.load(tmp_path / "c.npy"), smallgemm.matmul(a, b))
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_npy_file_blocks_are_the_arrays_blocks(tmp_path, order):
+    """NpyFile reads a block of slices with plain file reads (rows one by one where they are
+    far apart, spans of rows where they are close): every block, of any dimensions, is the
+    array's; other indices (steps, integers) go through a memory map."""
+    rng = np.random.default_rng(18)
+    for shape in [(7,), (40, 300), (300, 8), (4, 5, 6), (3, 1, 4, 5), (2, 3, 0)]:
+        x = np.asarray(rng.standard_normal(shape), order=order)
+        np.save(tmp_path / "x.npy", x)
+        file = sgd.NpyFile(tmp_path / "x.npy")
+        for _ in range(40):
+            index = []
+            for n in shape:
+                start = int(rng.integers(0, n + 1))
+                index.append(slice(start, int(rng.integers(start, n + 1))))
+            index = tuple(index[: int(rng.integers(0, len(shape) + 1))])
+            block = file[index]
+            assert block.shape == x[index].shape and np.array_equal(block, x[index]), (shape, index)
+        assert np.array_equal(file[::2], x[::2])
+        if x.size:
+            assert file[(0,) * x.ndim] == x[(0,) * x.ndim]
+
+
 def test_import_smallgemm_does_not_import_dask():
     script = "import sys, smallgemm; print('dask' in sys.modules, 'smallgemm.dask' in sys.modules)"
     done = subprocess.run(
