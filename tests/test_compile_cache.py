@@ -209,3 +209,35 @@ def test_the_uncached_subpackages_cache_nothing_and_feed_no_cached_code():
         text = path.read_text()
         assert not (inside and "cache=True" in text), path
         assert inside or not imports.search(text), path
+
+
+SAVE_ORDER = """
+import numpy as np
+from numba.core import caching
+from smallgemm.plan import dispatch, entries
+
+save = caching.FunctionCache.save_overload
+
+
+def logged(cache, signature, result):
+    print(cache._impl.locator._py_file.rsplit("/", 1)[-1], result.fndesc.qualname)
+    save(cache, signature, result)
+
+
+caching.FunctionCache.save_overload = logged
+entries.BLOCKED.link_routines(dispatch.current(), np.dtype("float32"))
+"""
+
+
+def test_an_entry_compiled_by_the_compile_command_is_saved_after_its_routines(tmp_path):
+    """``python -m smallgemm compile`` (``Entry.link_routines``) into an empty cache: the entry
+    is written last, so a process that finds it in the cache (the first-use tier loads it then)
+    finds the routines its products reach there too, and compiles none at their first calls."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run(
+        [sys.executable, "-c", SAVE_ORDER], check=False, capture_output=True, text=True, env=env, timeout=600
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    saved = [line.split()[-1] for line in run.stdout.splitlines()]
+    assert saved[-1] == "gemm_entry", saved
+    assert {"gemm_serial", "macro_kernel", "pack_a"} <= set(saved[:-1]), saved

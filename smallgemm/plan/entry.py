@@ -9,6 +9,7 @@ operands, which also keeps cold compile time down.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import threading
@@ -150,9 +151,27 @@ class Entry:
 
     def link_routines(self, kernel, dtype: np.dtype) -> None:
         """Compile (or load) this kernel and dtype's entry point and every linked routine it may
-        reach (``get`` leaves most to the first call that reaches them)."""
-        self.get(kernel, dtype)
-        linked_routines.link_callees(self._library(kernel, dtype))
+        reach (``get`` leaves most to the first call that reaches them).
+
+        An entry compiled here goes to the on-disk cache after those routines: a process that
+        finds the entry there (``cached``: the first-use tier loads it then) finds what its
+        products reach there too, and compiles nothing at their first calls."""
+        with self._saved_last() as save:
+            self.get(kernel, dtype)
+            linked_routines.link_callees(self._library(kernel, dtype))
+            save()
+
+    @contextlib.contextmanager
+    def _saved_last(self):
+        """Within: the dispatcher's compiles are saved to the on-disk cache only when the
+        function yielded is called."""
+        cache = self.dispatcher._cache
+        deferred = []
+        cache.save_overload = lambda signature, result: deferred.append((signature, result))
+        try:
+            yield lambda: [type(cache).save_overload(cache, *pending) for pending in deferred]
+        finally:
+            del cache.save_overload
 
     def _library(self, kernel, dtype: np.dtype):
         """The compiled code of this kernel and dtype's entry point (compiled by ``get``)."""
