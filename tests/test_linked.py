@@ -182,9 +182,9 @@ PRANGE = textwrap.dedent("""
 
 def test_products_in_a_users_prange_loop_find_their_routines_linked(tmp_path):
     """A user's ``parallel=True`` function calling ``smallgemm.njit.matmul`` in a ``prange``
-    loop, compiled into an empty cache, then loaded from it in a fresh process: the routines
-    its products reach are linked before it runs (a worker that found one missing would wait
-    for the GIL the calling thread holds: the run would time out)."""
+    loop, compiled into an empty cache, then loaded from it in a fresh process: compiled or
+    loaded outside ``lazily``, it has the routines its products reach linked before it runs,
+    and gives the chain's bits."""
     user = tmp_path / "user"
     user.mkdir()
     (user / "products.py").write_text(PRANGE.format(tests=os.path.dirname(__file__)))
