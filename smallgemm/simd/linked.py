@@ -199,10 +199,9 @@ def _nothing(context, builder, signature, args):
 
 
 def _typed(routine: Linked, actual: tuple, reached):
-    argtypes = tuple(types.unliteral(t) for t in actual)
-    for t in argtypes:
-        if isinstance(t, (types.Array, types.BaseTuple)):
-            return None  # not a C argument: the routine takes pointers and scalars
+    argtypes = c_arguments(actual)
+    if argtypes is None:
+        return None
     if reached is not None and not reached(*argtypes):
         return types.void(*argtypes), _nothing
     symbol = routine.declare(argtypes)
@@ -215,6 +214,24 @@ def _typed(routine: Linked, actual: tuple, reached):
     return types.void(*argtypes), codegen
 
 
+def c_arguments(actual: tuple) -> tuple | None:
+    """The argument types a routine is compiled for (literals dropped), or None where one is
+    not a C argument: a routine takes pointers and scalars."""
+    argtypes = tuple(types.unliteral(t) for t in actual)
+    if any(isinstance(t, (types.Array, types.BaseTuple)) for t in argtypes):
+        return None
+    return argtypes
+
+
+def cell_in(module: ir.Module, symbol: str, function_type: ir.FunctionType) -> ir.GlobalVariable:
+    """The cell ``symbol``, holding a function of ``function_type``, declared in ``module``."""
+    cell = module.globals.get(symbol)
+    if cell is None:
+        cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
+        cell.linkage = "external"
+    return cell
+
+
 def routine_type(context, argtypes: tuple) -> ir.FunctionType:
     """The C type of a routine taking ``argtypes``."""
     return ir.FunctionType(context.get_value_type(types.void), [context.get_value_type(t) for t in argtypes])
@@ -223,10 +240,7 @@ def routine_type(context, argtypes: tuple) -> ir.FunctionType:
 def routine_address(builder, symbol: str, function_type: ir.FunctionType):
     """The routine in the cell ``symbol``, read where ``builder`` is: linked first if the cell is empty."""
     module = builder.module
-    cell = module.globals.get(symbol)
-    if cell is None:
-        cell = ir.GlobalVariable(module, function_type.as_pointer(), symbol)
-        cell.linkage = "external"
+    cell = cell_in(module, symbol, function_type)
     with builder.if_then(cgutils.is_null(builder, builder.load(cell)), likely=False):
         ensure = cgutils.get_or_insert_function(
             module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t]), ENSURE

@@ -36,7 +36,7 @@ from numba import types
 from numba.core import cgutils
 from numba.np.ufunc import parallel as numba_parallel
 
-from .linked import Linked, routine_address, routine_call, routine_type
+from .linked import Linked, c_arguments, cell_in, routine_address, routine_call, routine_type
 
 _INT = ir.IntType(64)
 _INT32 = ir.IntType(32)
@@ -58,12 +58,9 @@ def on_workers(pyfunc) -> object:
 
 
 def _typed(routine: Linked, actual: tuple):
-    workers_type, rest = actual[0], tuple(types.unliteral(t) for t in actual[1:])
-    if not isinstance(workers_type, types.Integer):
+    workers_type, rest = actual[0], c_arguments(actual[1:])
+    if not isinstance(workers_type, types.Integer) or rest is None:
         return None
-    for t in rest:
-        if isinstance(t, (types.Array, types.BaseTuple)):
-            return None  # not a C argument: the routine takes pointers and scalars
     argtypes = (types.intp, types.intp, *rest)
     symbol = routine.declare(argtypes)
 
@@ -111,27 +108,17 @@ def _kernel(module: ir.Module, symbol: str, record_type: ir.LiteralStructType) -
     return kernel
 
 
-def _cell(module: ir.Module, name: str, pointee: ir.Type) -> ir.GlobalVariable:
-    cell = module.globals.get(name)
-    if cell is None:
-        cell = ir.GlobalVariable(module, pointee.as_pointer(), name)
-        cell.linkage = "external"
-    return cell
-
-
 def _run(builder: ir.IRBuilder, kernel: ir.Function, workers, record) -> None:
     """Call ``kernel`` on workers 0 .. ``workers`` - 1: on the pool where it has more than one
     thread for them, else here."""
     module = builder.module
     parallel_for_type = ir.FunctionType(ir.VoidType(), [_BYTES] * 5 + [_INT] * 3)
-    parallel_for_cell = _cell(module, _PARALLEL_FOR_CELL, parallel_for_type)
-    num_threads_cell = _cell(module, _NUM_THREADS_CELL, ir.FunctionType(_INT, []))
+    parallel_for_cell = cell_in(module, _PARALLEL_FOR_CELL, parallel_for_type)
+    num_threads_cell = cell_in(module, _NUM_THREADS_CELL, ir.FunctionType(_INT, []))
     threads = cgutils.alloca_once_value(builder, _INT(1))
     with builder.if_then(builder.icmp_signed(">", workers, _INT(1))):
         with builder.if_then(cgutils.is_null(builder, builder.load(parallel_for_cell)), likely=False):
-            builder.call(
-                cgutils.get_or_insert_function(module, ir.FunctionType(ir.VoidType(), []), _START), []
-            )
+            builder.call(_function(module, _START, ir.VoidType(), []), [])
         available = builder.call(builder.load(num_threads_cell), [])
         builder.store(
             builder.select(builder.icmp_signed("<", available, workers), available, workers), threads
