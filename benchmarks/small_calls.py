@@ -21,7 +21,6 @@ import sys
 import timeit
 
 import numpy as np
-from numba import njit
 from targets import DEFAULT_THREADS, TABLE_HEADER, compare, rand, rerun_clean
 
 import smallgemm
@@ -109,53 +108,23 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
 
 def breakdown() -> None:
     """One float32 16x16 ``matmul`` and its pieces, each timed interleaved (medians of 15
-    bests of 3 runs of 20000 calls): the compiled entry as the call reaches it (its bound
-    arguments and the three arrays), a compiled function of the same arguments that does
-    nothing, ``np.empty`` of C, and NumPy's call."""
+    bests of 3 runs of 20000 calls): the small way in's builtin (``unpacked.unpacked_call``:
+    its call, checks and product), on 16x16 and on 1x1 matrices, ``np.empty`` of C as matmul
+    makes it, and NumPy's call.  What is left of matmul's time is its Python: the checks of
+    dimensions and dtypes and the prepared state's lookup."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
     c, tiny = np.empty((16, 16), np.float32), np.ones((1, 1), np.float32)
     smallgemm.matmul(a, b)
     state = prepared.current_prepared(a.dtype)
-    state.small(a, b, c)  # the slot now holds the entry with its fixed arguments bound
-    entry = state.small
-
-    @njit
-    def nothing(
-        shape,
-        narrow,
-        few,
-        gemv,
-        lane_sums,
-        resident,
-        kc,
-        scratch,
-        sums,
-        volume,
-        stream,
-        rows,
-        only,
-        one,
-        zero,
-        a,
-        b,
-        c,
-    ):  # unpacked_entry's arguments (checked below)
-        return 0
-
-    assert len(entry.args) + 3 == nothing.py_func.__code__.co_argcount
-
-    nothing(*entry.args, a, b, c)
-    nothing_native = next(iter(nothing.overloads.values())).entry_point
+    state.small(a, b, c, 1.0, 0.0)  # the slot now holds the builtin
+    small = state.small
     pieces = {
         "smallgemm.matmul(a, b)": lambda: smallgemm.matmul(a, b),
         "numpy.matmul(a, b)": lambda: np.matmul(a, b),
-        "the compiled entry, 16x16x16": lambda: entry(a, b, c),
-        "the compiled entry, 1x1x1": lambda: entry(tiny, tiny, tiny),
-        f"a compiled function of the same {len(entry.args) + 3} arguments that does nothing": (
-            lambda: nothing_native(*entry.args, a, b, c)
-        ),
-        "np.empty((16, 16), float32)": lambda: np.empty((16, 16), np.float32),
+        "the small way in's builtin, 16x16x16": lambda: small(a, b, c, 1.0, 0.0),
+        "the small way in's builtin, 1x1x1": lambda: small(tiny, tiny, tiny, 1.0, 0.0),
+        "np.empty((len(a), b.shape[1]), a.dtype)": lambda: np.empty((len(a), b.shape[1]), a.dtype),
         "an empty Python lambda": lambda: None,
     }
     times: dict[str, list[float]] = {name: [] for name in pieces}

@@ -9,12 +9,11 @@ import itertools
 import numpy as np
 import pytest
 from conftest import forced_kernel, random_matrix
-from numba import types
 from reference import assert_close
 
 import smallgemm
 from smallgemm.drivers.blocked import gemm_entry
-from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_entry
+from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED, unpacked_call, unpacked_entry
 from smallgemm.kernels import KERNELS, BySize
 from smallgemm.plan import entries, in_force, prepared
 
@@ -42,22 +41,23 @@ def test_edges_around_tiles_and_blocks(kernel, dtype, tiny_blocks):
 
 
 def test_forced_kernel_runs_its_own_compiled_loops(kernel, dtype, limits):
-    """``use_kernel`` really selects the kernel: after a blocked and an unpacked product, both
-    drivers' entry points hold a specialisation for its tile and this dtype (the tile's
-    TileShape is part of each signature), so the other tests of this kernel ran its code."""
+    """``use_kernel`` really selects the kernel: after a blocked and an unpacked product, the
+    blocked driver's entry point, the unpacked one and the unpacked routine hold a
+    specialisation for its tile and this dtype (the tile's TileShape is part of each
+    signature), so the other tests of this kernel ran its code."""
     rng = np.random.default_rng(7)
     a, b = random_matrix(rng, (9, 11), dtype), random_matrix(rng, (11, 40), dtype)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # small: the unpacked path
     limits(unpacked_max_volume=BySize(0, 0), one_thread_unpacked_volume=BySize(0, 0), few_rows_max=0)
     assert_close(smallgemm.matmul(a, b), 1.0, a, b)  # now the blocked driver
-    for entry in (gemm_entry, unpacked_entry):
-        ran = {
-            (sig[0].shape, next(str(t) for t in sig if isinstance(t, types.Float)))
-            for sig in entry.signatures
-        }
-        assert (kernel.shape, dtype.name) in ran, (
-            f"kernel {kernel.name} never ran {entry.__name__} with {dtype}"
-        )
+    signatures = {
+        "gemm_entry": gemm_entry.signatures,
+        "unpacked_entry": unpacked_entry.signatures,
+        "unpacked_call": list(unpacked_call.linked.compiled),
+    }
+    for name, held in signatures.items():
+        ran = {(sig[0].shape, next(str(t.dtype) for t in sig if hasattr(t, "dtype"))) for sig in held}
+        assert (kernel.shape, dtype.name) in ran, f"kernel {kernel.name} never ran {name} with {dtype}"
 
 
 def test_default_block_sizes_large_k(kernel, dtype):
@@ -212,23 +212,16 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
     prep = prepared.Prepared(kernel, dtype, in_force.version)
-    names = ("blocked", "unpacked", "small", "small_scaled", "batched", "small_stack", "vector")
-    assert all(isinstance(getattr(prep, name), prepared.FirstUse) for name in names)
+    names = ("blocked", "unpacked", "small", "batched", "small_stack", "vector")
+    first = (prepared.FirstUse, prepared.FirstSmall)
+    assert all(isinstance(getattr(prep, name), first) for name in names)
     rng = np.random.default_rng(5)
     a, b = random_matrix(rng, (5, 7), dtype), random_matrix(rng, (7, 3), dtype)
     c = np.full((5, 3), np.nan, dtype)
-    prep.unpacked(False, prep.scalar(1.0), prep.scalar(0.0), a, b, c)
+    assert prep.unpacked(a, b, c, 1.0, 0.0) == SMALL_DONE
     assert_close(c, 1.0, a, b)
-    assert prep.unpacked.func is entries.UNPACKED.get(kernel, dtype)  # the native entry, in the slot
-    assert [isinstance(getattr(prep, name), prepared.FirstUse) for name in names] == [
-        True,
-        False,
-        True,
-        True,
-        True,
-        True,
-        True,
-    ]
+    assert type(prep.unpacked) is type(len)  # the routine's builtin, in the slot
+    assert [isinstance(getattr(prep, name), first) for name in names] == [True, False, True, True, True, True]
 
 
 def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_entry(kernel, dtype):
@@ -237,25 +230,29 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     the small-stack slot waits for either the batch entry or the unpacked one."""
     prep = prepared.Prepared(kernel, dtype, in_force.version)
     fresh = entries.Entry(entries.UNPACKED.dispatcher, **entries.UNPACKED.roles)  # nothing fetched yet
-    small = prepared.FirstSmall(prep, "small", fresh, prep.small.bound, (fresh,), SMALL_REFUSED)
+    small = prepared.FirstSmall(
+        prepared.FirstCall(prep, "small", fresh, prep.small.first.bound), (fresh,), SMALL_REFUSED
+    )
     prep.small = small
     a = np.ones((16, 16), dtype)
     c = np.full((16, 16), np.nan, dtype)
-    assert prep.small(a, a, c) == SMALL_REFUSED and prep.small is small and np.isnan(c).all()
+    assert prep.small(a, a, c, 1.0, 0.0) == SMALL_REFUSED and prep.small is small and np.isnan(c).all()
     assert not fresh.ready(kernel, dtype)
     fresh.get(kernel, dtype)
-    assert prep.small(a, a, c) == SMALL_DONE and prep.small is not small
+    assert prep.small(a, a, c, 1.0, 0.0) == SMALL_DONE and prep.small is not small
     np.testing.assert_array_equal(c, np.full((16, 16), 16, dtype))
     a3, c3 = np.ones((2, 16, 16), dtype), np.full((2, 16, 16), np.nan, dtype)
     offsets = [np.arange(2, dtype=np.int64) * 256] * 3
-    stack_bound = prep.small_stack.bound
+    stack_bound = prep.small_stack.first.bound
     for ready in ("batched", "unpacked"):
         waited = {
             name: entries.Entry(entry.dispatcher, **entry.roles)
             for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))
         }
         stack = prepared.FirstSmall(
-            prep, "small_stack", entries.SMALL_STACK, stack_bound, tuple(waited.values()), SMALL_REFUSED
+            prepared.FirstUse(prep, "small_stack", entries.SMALL_STACK, stack_bound),
+            tuple(waited.values()),
+            SMALL_REFUSED,
         )
         prep.small_stack = stack
         assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_REFUSED and np.isnan(c3).all()

@@ -9,7 +9,7 @@ from numba import njit
 
 from smallgemm.kernels import KERNELS
 from smallgemm.plan import entries
-from smallgemm.plan.entry import KINDS, Entry, _argument_types
+from smallgemm.plan.entry import KINDS, Entry, entry_types
 
 DECLARED = {name: value for name, value in vars(entries).items() if isinstance(value, Entry)}
 
@@ -26,7 +26,7 @@ def test_every_entry_names_its_function_parameters_in_order():
 def test_every_kind_has_a_numba_type():
     for kernel in KERNELS:
         for dtype in (np.dtype(np.float32), np.dtype(np.float64)):
-            assert len(_argument_types(tuple(sorted(KINDS)), kernel, dtype)) == len(KINDS)
+            assert len(entry_types(tuple(sorted(KINDS)), kernel, dtype)) == len(KINDS)
 
 
 def _swapped(roles: dict, i: int, j: int) -> dict:

@@ -26,10 +26,7 @@ BLOCKED = Entry(
     kc="int", abuf="buffer", bbuf="buffer", scratch="buffer",
 )
 UNPACKED = Entry(
-    unpacked_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident", kc="int",
-    scratch="int", sums="int", max_volume="int", min_stream="int", few_rows="int", small_only="bool",
-    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out",
+    unpacked_entry, shape="shape", narrow="narrow", few="few", gemv="gemv", resident="resident", like="buffer"
 )
 VECTOR = Entry(
     vector_entry,

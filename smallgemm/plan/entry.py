@@ -44,10 +44,11 @@ KINDS = frozenset(
         "log",
     }
 )
-"""The kinds an argument may be declared as (the keys of ``_argument_types``'s table)."""
+"""The kinds an argument may be declared as (the keys of ``entry_types``'s table)."""
 
 
-def _argument_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
+def entry_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
+    """The Numba types of arguments of these kinds for the kernel and dtype."""
     scalar = from_dtype(dtype)
     table = {
         "shape": TileShapeType(kernel.shape),
@@ -126,7 +127,7 @@ class Entry:
         cache = self.dispatcher._cache  # Numba's FunctionCache: the index maps signatures to data files
         try:
             key = cache._index_key(
-                _argument_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen()
+                entry_types(self.kinds, kernel, dtype), self.dispatcher.targetctx.codegen()
             )
             cache_file = cache._cache_file
             data_name = cache_file._load_index().get(key)
@@ -145,7 +146,7 @@ class Entry:
                 fn = self.loaded.get(key)
                 if fn is None:
                     with linked_routines.lazily():  # routines are linked at their first call
-                        fn = self.dispatcher.compile(_argument_types(self.kinds, kernel, dtype))
+                        fn = self.dispatcher.compile(entry_types(self.kinds, kernel, dtype))
                     self.loaded[key] = fn
         return fn
 
@@ -175,7 +176,7 @@ class Entry:
 
     def _library(self, kernel, dtype: np.dtype):
         """The compiled code of this kernel and dtype's entry point (compiled by ``get``)."""
-        return self.dispatcher.overloads[_argument_types(self.kinds, kernel, dtype)].library
+        return self.dispatcher.overloads[entry_types(self.kinds, kernel, dtype)].library
 
 
 def _check_names(entry: str, declared: tuple[str, ...], parameters: tuple[str, ...]) -> None:

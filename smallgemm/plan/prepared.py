@@ -14,11 +14,13 @@ import functools
 import threading
 
 import numpy as np
+from numba import from_dtype, types
 
-from ..drivers.unpacked import SMALL_REFUSED
+from ..drivers.unpacked import CALL_ANSWERS, CALL_CONTEXT, SMALL_REFUSED
 from ..kernels import Kernel
+from ..simd import fastcall
 from . import blocking, dispatch, entries, in_force, rules, warmup, workspace
-from .entry import Entry
+from .entry import Entry, entry_types
 
 # A KC longer than any k: the unpacked drivers' one block when products are exact.
 UNBOUNDED_KC = 1 << 40
@@ -44,35 +46,49 @@ class FirstUse:
         return native(*args)
 
 
-class FirstSmall(FirstUse):
+class FirstCall(FirstUse):
+    """A slot for the unpacked entry, whose routine Python calls as a builtin
+    (``unpacked.unpacked_call``, ``simd.fastcall``): its first call compiles (or loads) the
+    entry, which answers the routine's address, and puts in the slot the builtin that calls
+    the routine with ``bound`` (the int64 context array) and runs it."""
+
+    __slots__ = ()
+
+    def __call__(self, *args):
+        prep = self.prepared
+        address = self.entry.get(prep.kernel, prep.dtype)(*prep.call_tiles, prep.like)
+        # The routine's argument types: the entry's, its ``like`` array as a pointer, and the
+        # four the builtin passes (context, arguments, count, answer).
+        tiles = entry_types(self.entry.kinds[:-1], prep.kernel, prep.dtype)
+        argtypes = (*tiles, types.CPointer(from_dtype(prep.dtype)), *(types.int64,) * 4)
+        name = f"unpacked_call_{prep.kernel.name}_{prep.dtype.name}"
+        native = fastcall.builtin(address, argtypes, CALL_ANSWERS, self.bound, name)
+        setattr(prep, self.name, native)
+        return native(*args)
+
+
+class FirstSmall:
     """A small-matrix slot (``run_small``, ``run_small_stack``): until a product has needed
     one of the entries ``after`` (compiled or loaded it), it answers ``not_yet``, and the
     caller's general path places the product (~3 us more, once).  Fetching the entry here
     would compile it only to be told that a first large product is not small (a first
     300x300 float32 product, cold cache: 34 s instead of 19).  Nor is it fetched while it
-    compiles in another process (``warmup.fetchable``)."""
+    compiles in another process (``warmup.fetchable``).  Then ``first`` fetches it and
+    takes the slot."""
 
-    __slots__ = ("after", "not_yet")
+    __slots__ = ("after", "first", "not_yet")
 
-    def __init__(
-        self,
-        prepared: Prepared,
-        name: str,
-        entry: Entry,
-        bound: tuple,
-        after: tuple[Entry, ...],
-        not_yet: int,
-    ):
-        super().__init__(prepared, name, entry, bound)
-        self.after, self.not_yet = after, not_yet
+    def __init__(self, first: FirstUse, after: tuple[Entry, ...], not_yet: int):
+        self.first, self.after, self.not_yet = first, after, not_yet
 
     def __call__(self, *args):
-        kernel, dtype = self.prepared.kernel, self.prepared.dtype
+        first = self.first
+        kernel, dtype = first.prepared.kernel, first.prepared.dtype
         if not any(entry.ready(kernel, dtype) for entry in self.after):
             return self.not_yet
-        if not warmup.fetchable(self.entry, kernel, dtype):
+        if not warmup.fetchable(first.entry, kernel, dtype):
             return self.not_yet
-        return super().__call__(*args)
+        return first(*args)
 
 
 class Prepared:
@@ -85,13 +101,16 @@ class Prepared:
     __slots__ = (
         "batched",
         "blocked",
+        "call_tiles",
         "chain_sizes",
         "config",
         "depth_sizes",
         "dtype",
         "gemv",
+        "given_at",
         "kernel",
         "lane_sums",
+        "like",
         "narrow_cols",
         "one",
         "one_thread_volume",
@@ -99,7 +118,6 @@ class Prepared:
         "shared_rows",
         "sizes",
         "small",
-        "small_scaled",
         "small_stack",
         "tiles",
         "turned_rows",
@@ -124,46 +142,47 @@ class Prepared:
         self.chain_sizes = self.sizes if self.lane_sums else dataclasses.replace(self.sizes, kc=UNBOUNDED_KC)
         self.workspace = workspace.get(dtype, self.sizes, kernel.mr(), kernel.nr(dtype))
         self.blocked = FirstUse(self, "blocked", entries.BLOCKED)
-        # The unpacked entry's arguments that do not change from call to call, bound once
-        # (the attribute reads cost ~0.14 us of a 16x16 call); the workspace by
-        # its addresses, which unbox for nothing (this state keeps it alive).
-        fixed = (
-            *self.tiles,
-            self.chain_sizes.kc,
-            self.workspace.scratch.ctypes.data,
-            self.workspace.sums.ctypes.data,
+        # The unpacked routine's builtins (``FirstCall``) and what they are bound to: the
+        # tiles and an element it is compiled for, and one context array for products the
+        # planner placed and one for the small ways in, which decide first.
+        self.call_tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident)
+        self.like = np.zeros(1, dtype)
+        limits = (
             config.unpacked_max_volume.of(dtype.itemsize),
             config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,
         )
-        self.unpacked = FirstUse(self, "unpacked", entries.UNPACKED, fixed)
-        self.one, self.zero = dtype.type(1), dtype.type(0)
+        workspace_at = (self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data)
+        context = dict(
+            zip(
+                CALL_CONTEXT,
+                (False, self.lane_sums, self.chain_sizes.kc, *workspace_at, *limits, id(np.ndarray)),
+                strict=True,
+            )
+        )
+        self.unpacked = FirstCall(
+            self, "unpacked", entries.UNPACKED, np.array(list(context.values()), np.int64)
+        )
+        context["decide"] = True
         self.small = FirstSmall(
-            self,
-            "small",
-            entries.UNPACKED,
-            (*fixed, True, self.one, self.zero),
+            FirstCall(self, "small", entries.UNPACKED, np.array(list(context.values()), np.int64)),
             (entries.UNPACKED,),
             SMALL_REFUSED,
         )
-        # The same with alpha and beta given (gemm's way in).
-        self.small_scaled = FirstSmall(
-            self, "small_scaled", entries.UNPACKED, (*fixed, True), (entries.UNPACKED,), SMALL_REFUSED
-        )
+        self.one, self.zero = dtype.type(1), dtype.type(0)
         self.batched = FirstUse(self, "batched", entries.BATCHED)
+        # The small stack's entry, with the arguments that do not change from call to call
+        # bound once (the attribute reads cost ~0.14 us of a small call); the workspace by
+        # its addresses, which unbox for nothing (this state keeps it alive).
+        fixed = (*self.tiles, self.chain_sizes.kc, *workspace_at, *limits)
         # A stack of one small product runs on the unpacked entry: either tells that small
         # products are in use.
+        stack_limits = (
+            config.parallel_min_stack_volume.of(dtype.itemsize),
+            config.stack_product_overhead.of(dtype.itemsize),
+        )
         self.small_stack = FirstSmall(
-            self,
-            "small_stack",
-            entries.SMALL_STACK,
-            (
-                *fixed,
-                config.parallel_min_stack_volume.of(dtype.itemsize),
-                config.stack_product_overhead.of(dtype.itemsize),
-                self.one,
-                self.zero,
-            ),
+            FirstUse(self, "small_stack", entries.SMALL_STACK, (*fixed, *stack_limits, self.one, self.zero)),
             (entries.BATCHED, entries.UNPACKED),
             SMALL_REFUSED,
         )
@@ -171,6 +190,7 @@ class Prepared:
         self.shared_rows = blocking.shared_block_rows(config, self.sizes, dtype)
         self.one_thread_volume = config.one_thread_unpacked_volume.of(dtype.itemsize)
         self.version = version
+        self.given_at = -1  # in_force.generation when current_prepared last gave it
         self.kernel, self.dtype = kernel, dtype
         self.depth_sizes: dict[int, blocking.BlockSizes] = {}
 
@@ -193,15 +213,21 @@ class Prepared:
         return sizes
 
 
+class _NoneGiven:
+    """What ``per_thread.last`` holds before ``current_prepared`` gave a state: none matches."""
+
+    given_at = -1
+    dtype = None
+
+
 class _PerThread(threading.local):
     def __init__(self):
         self.cache: dict = {}
-        self.last: Prepared | None = None  # the state current_prepared gave last: small calls find it first
-        self.generation = -1  # the value of in_force.generation when it did
+        self.last: Prepared | _NoneGiven = _NoneGiven()  # the state current_prepared gave last
 
 
 # This thread's prepared states and the last one given (``current_prepared``); the small
-# ways in read ``last`` and ``generation`` themselves, a Python call less per product.
+# ways in read ``last`` themselves, a Python call less per product.
 per_thread = _PerThread()
 
 
@@ -217,12 +243,13 @@ def prepared(kernel: Kernel, dtype: np.dtype) -> Prepared:
 
 def current_prepared(dtype: np.dtype) -> Prepared:
     """This thread's prepared state for the kernel in force and ``dtype``.  The last one
-    given serves while nothing changed (``in_force.generation``): no kernel lookup on a small call
-    (~0.14 us of a 16x16 product)."""
+    given serves while nothing changed (its ``given_at`` is ``in_force.generation``): no
+    kernel lookup on a small call (~0.14 us of a 16x16 product)."""
     local = per_thread
-    if local.generation == in_force.generation and local.last.dtype is dtype:
-        return local.last
+    prep = local.last
+    if prep.given_at == in_force.generation and prep.dtype is dtype:
+        return prep
     generation = in_force.generation  # read first: a change from now on is seen by the next call
     prep = local.last = prepared(dispatch.current(), dtype)
-    local.generation = generation
+    prep.given_at = generation
     return prep

@@ -48,7 +48,7 @@ def in_parallel(run_parallel_path, *args) -> bool:
 
 def run_unpacked(prep, alpha, beta, a, b, c) -> None:
     """The unpacked product on the caller's thread."""
-    prep.unpacked(False, prep.scalar(alpha), prep.scalar(beta), a, b, c)
+    prep.unpacked(a, b, c, float(prep.scalar(alpha)), float(prep.scalar(beta)))
 
 
 def run_blocked(prep, alpha, beta, a, b, c) -> None:
@@ -219,17 +219,17 @@ def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, siz
 
 def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
     """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
-    small matrices: ``unpacked.unpacked_entry`` with ``small_only``).  A, B and C are 2-D
-    arrays of one float dtype (nothing else is checked here: the entry would read another
+    small matrices: ``unpacked.unpacked_call`` with ``decide``).  A, B and C are 2-D
+    arrays of one float dtype (nothing else is checked here: the routine would read another
     dtype's memory as this one's).  Returns SMALL_DONE, SMALL_PLANNED (a
     valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
     says what is wrong: mismatched shapes or part-element strides; or, before any product
     has needed the unpacked entry, any product: see ``FirstSmall``).  ``dtype``: theirs."""
-    local = prepared.per_thread  # current_prepared's fast path, inline: a call is ~0.06 us of a ~2 us product
-    prep = local.last if local.generation == in_force.generation else None
-    if prep is None or prep.dtype is not dtype:
+    # current_prepared's fast path, inline: a call is ~0.06 us of a ~1 us product.
+    prep = prepared.per_thread.last
+    if prep.given_at != in_force.generation or prep.dtype is not dtype:
         prep = prepared.current_prepared(dtype)
-    return prep.small(a, b, c)
+    return prep.small(a, b, c, 1.0, 0.0)
 
 
 def run_small_scaled(
@@ -239,7 +239,7 @@ def run_small_scaled(
     (gemm's way in for small matrices; beta == 0 never reads C).  Same arguments and
     answers as ``run_small``."""
     prep = prepared.current_prepared(dtype)
-    return prep.small_scaled(prep.scalar(alpha), prep.scalar(beta), a, b, c)
+    return prep.small(a, b, c, float(prep.scalar(alpha)), float(prep.scalar(beta)))
 
 
 def run_small_stack(

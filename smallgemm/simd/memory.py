@@ -45,10 +45,10 @@ def address(typingctx, arr):
 
 @intrinsic
 def buffer_at(typingctx, addr, like):
-    """Pointer to ``like``'s elements at the integer address ``addr``: a workspace that the
-    caller keeps alive, passed to an entry as its address (an int unboxes for nothing, an
-    array for ~0.05 us: a tenth of a 16x16 product's native call)."""
-    if not isinstance(addr, types.Integer) or not isinstance(like, types.Array):
+    """Pointer to the elements of ``like`` (an array or a pointer) at the integer address
+    ``addr``: a workspace that the caller keeps alive, passed to an entry as its address (an
+    int unboxes for nothing, an array for ~0.05 us: a tenth of a 16x16 product's native call)."""
+    if not isinstance(addr, types.Integer) or not isinstance(like, (types.Array, types.CPointer)):
         return None
     pointer = types.CPointer(like.dtype)
 

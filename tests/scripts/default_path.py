@@ -107,8 +107,25 @@ def _recording(get, name, ran):
     return recorded_get
 
 
+def _recording_builtins(builtin, ran):
+    """``fastcall.builtin`` whose builtins append UNPACKED (the entry that gave the routine's
+    address: the only one made a builtin) to ``ran`` when called."""
+
+    def recorded_builtin(*args):
+        native = builtin(*args)
+
+        def call(*args):
+            ran.append("UNPACKED")
+            return native(*args)
+
+        return call
+
+    return recorded_builtin
+
+
 def main(rounds: int, only: str) -> None:
     from smallgemm.plan import dispatch, entries, strategies, warmup
+    from smallgemm.simd import fastcall
 
     chosen = []  # the rows the table chose (the first call of a placement; later ones replay it)
     choose = strategies.choose
@@ -116,6 +133,7 @@ def main(rounds: int, only: str) -> None:
     ran = []  # the compiled entries called
     for name, entry in entries.ALL.items():
         entry.get = _recording(entry.get, name, ran)
+    fastcall.builtin = _recording_builtins(fastcall.builtin, ran)
     kernel = dispatch.current()
     report = []
     for dtype in (np.float32, np.float64):

@@ -12,6 +12,8 @@ strides.
 from __future__ import annotations
 
 from .entry import (  # noqa: F401
+    CALL_ANSWERS,
+    CALL_CONTEXT,
     SMALL_DONE,
     SMALL_PLANNED,
     SMALL_REFUSED,
@@ -21,6 +23,7 @@ from .entry import (  # noqa: F401
     output_apart,
     small_product_route,
     spans_meet,
+    unpacked_call,
     unpacked_entry,
     vector_entry,
     whole_elements,

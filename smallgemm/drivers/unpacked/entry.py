@@ -8,12 +8,27 @@ import numpy as np
 from numba import njit
 
 from ...simd import address, buffer_at, row_dots_rule, tile_cols
+from ...simd.fastcall import address_of
+from ...simd.linked import linked
+from ...simd.objects import (
+    ARRAY_DATA,
+    ARRAY_SHAPE,
+    ARRAY_STRIDES,
+    FLOAT_VALUE,
+    OBJECT_TYPE,
+    element_from_double_at,
+    element_size,
+    store_word,
+    word_at,
+)
 from ...simd.subroutine import subroutine
 from .row_dots import dot_rows, gemv_rows
 from .tiles import gemm_unpacked
 
-# What ``unpacked_entry`` did with a product it was asked to decide on (``small_only``).
+# What ``unpacked_call`` did with a product it was asked to decide on (its context's ``decide``).
 SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
+# The objects a builtin of ``unpacked_call`` answers, by the index the routine writes.
+CALL_ANSWERS = (SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED)
 
 
 @subroutine(inline=True)
@@ -80,46 +95,101 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
     return SMALL_DONE
 
 
-@njit(cache=True)
-def unpacked_entry(
-    shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows, small_only,
-    alpha, beta, a, b, c,
-):
-    """Entry from Python: C = alpha*A.B + beta*C for 2-D arrays of one dtype, C not
-    overlapping A or B; ``lane_sums``: the row-dots rule's flag (``simd.row_dots_rule``).
+# The int64 values bound to a prepared state's ``unpacked_call`` builtins, in this order
+# (``prepared.Prepared``): whether the call decides first (matmul's and gemm's small ways in)
+# or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
+# addresses of the workspace's scratch tile and sums; the small-product limits; and the
+# address of ``numpy.ndarray``, the one type of A and B the routine reads.
+CALL_CONTEXT = ("decide", "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "array_type")
+DECIDE, LANE_SUMS, KC, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, ARRAY_TYPE = range(len(CALL_CONTEXT))
+# What ``unpacked_call`` is called with: A, B, C (2-D arrays of one float dtype), alpha, beta (Python floats).
+CALL_ARGUMENTS = 5
 
-    With ``small_only`` (matmul's way in for small matrices, where the same checks in
-    Python cost more than a 16x16 product) the entry first decides: SMALL_REFUSED when
-    the shapes do not match or a stride is not whole elements (the general path says
-    what is wrong) or C may overlap A or B (an ``out=``; the general path computes into
-    a new array and copies), SMALL_PLANNED for a product the planner must place (more than
-    ``max_volume`` multiply-adds, from ``min_stream`` elements streamed, no contiguous
-    rows to run along, or a C of more than ``few_rows`` rows and 2 to half the narrow
-    tile's columns, which the planner may turn over: ``rules.turns_narrow``), else it
-    computes the product: SMALL_DONE.  The arguments before ``alpha`` are the same on
-    every call of a prepared state, which binds them once (``prepared.Prepared``);
-    ``scratch`` and ``sums`` are the addresses of its workspace (``simd.buffer_at``).
-    """
-    m, k = a.shape
-    k_b, n = b.shape
-    size = a.itemsize
-    rs_a, cs_a, rs_b, cs_b = a.strides[0] // size, a.strides[1] // size, b.strides[0] // size, b.strides[1] // size
-    if small_only:
-        if k != k_b or c.shape[0] != m or c.shape[1] != n:
-            return SMALL_REFUSED
-        if not (whole_elements(a) and whole_elements(b) and output_apart(c, a, b)):
-            return SMALL_REFUSED
-        if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows,
-                               address(a)) == SMALL_PLANNED:
-            return SMALL_PLANNED
+
+@linked
+def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
+    """C = alpha*A.B + beta*C, called from Python as a builtin (``simd.fastcall``) with
+    (A, B, C, alpha, beta): 2-D arrays of ``like``'s dtype, C not overlapping A or B, and
+    Python floats.  The caller checks the dimensions and dtypes and that alpha and beta are
+    floats.
+
+    Where the context's ``decide`` is set (matmul's and gemm's ways in for small matrices,
+    where the same checks in Python cost more than a 16x16 product) it first decides:
+    SMALL_REFUSED when A, B or C is not an ``ndarray`` (a subclass, or another library's
+    array with the same attributes: matmul asks before it checks their types), the shapes do not match or a stride is not whole elements (the
+    general path says what is wrong) or C may overlap A or B (an ``out=``; the general path
+    computes into a new array and copies), SMALL_PLANNED for a product the planner must
+    place (``small_product_route``), else it computes the product: SMALL_DONE.  Without
+    ``decide`` it computes the product the planner placed here."""
+    if count != CALL_ARGUMENTS:
+        store_word(answer, SMALL_REFUSED)
+        return
+    a_object, b_object, c_object = word_at(arguments), word_at(arguments + 8), word_at(arguments + 16)
+    decide = word_at(context + 8 * DECIDE) != 0
+    array_type = word_at(context + 8 * ARRAY_TYPE)
+    if decide and not (
+        word_at(a_object + OBJECT_TYPE) == array_type
+        and word_at(b_object + OBJECT_TYPE) == array_type
+        and word_at(c_object + OBJECT_TYPE) == array_type
+    ):
+        store_word(answer, SMALL_REFUSED)  # before reading a field that only arrays have
+        return
+    alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
+    beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
+    a_shape, b_shape = word_at(a_object + ARRAY_SHAPE), word_at(b_object + ARRAY_SHAPE)
+    c_shape = word_at(c_object + ARRAY_SHAPE)
+    a_strides, b_strides = word_at(a_object + ARRAY_STRIDES), word_at(b_object + ARRAY_STRIDES)
+    c_strides = word_at(c_object + ARRAY_STRIDES)
+    m, k, k_b, n = word_at(a_shape), word_at(a_shape + 8), word_at(b_shape), word_at(b_shape + 8)
+    a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
+    c_data = word_at(c_object + ARRAY_DATA)
+    a_bytes = (word_at(a_strides), word_at(a_strides + 8))
+    b_bytes = (word_at(b_strides), word_at(b_strides + 8))
+    c_bytes = (word_at(c_strides), word_at(c_strides + 8))
+    size = element_size(like)
+    if decide:
+        if word_at(c_shape) != m or word_at(c_shape + 8) != n or k != k_b:
+            store_word(answer, SMALL_REFUSED)
+            return
+        for stride in (a_bytes[0], a_bytes[1], b_bytes[0], b_bytes[1], c_bytes[0], c_bytes[1]):
+            if stride % size:
+                store_word(answer, SMALL_REFUSED)
+                return
+        c_span = byte_span(c_data, (m, n), c_bytes, size)
+        if spans_meet(c_span, byte_span(a_data, (m, k), a_bytes, size)) or spans_meet(
+            c_span, byte_span(b_data, (k, n), b_bytes, size)
+        ):
+            store_word(answer, SMALL_REFUSED)
+            return
+        route = small_product_route(
+            narrow, m, n, k, a_bytes[1] // size, b_bytes[0] // size, b_bytes[1] // size,
+            word_at(context + 8 * MAX_VOLUME), word_at(context + 8 * MIN_STREAM), word_at(context + 8 * FEW_ROWS),
+            like,
+        )
+        if route == SMALL_PLANNED:
+            store_word(answer, SMALL_PLANNED)
+            return
     origin = 0
     gemm_unpacked(
-        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
-        address(a), origin, rs_a, cs_a, address(b), origin, rs_b, cs_b,
-        address(c), origin, c.strides[0] // size, c.strides[1] // size,
-        kc, buffer_at(scratch, a), buffer_at(sums, a),
+        shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident, m, n, k, alpha, beta,
+        buffer_at(a_data, like), origin, a_bytes[0] // size, a_bytes[1] // size,
+        buffer_at(b_data, like), origin, b_bytes[0] // size, b_bytes[1] // size,
+        buffer_at(c_data, like), origin, c_bytes[0] // size, c_bytes[1] // size,
+        word_at(context + 8 * KC), buffer_at(word_at(context + 8 * SCRATCH), like),
+        buffer_at(word_at(context + 8 * SUMS), like),
     )
-    return SMALL_DONE
+    store_word(answer, SMALL_DONE)
+
+
+unpacked_call_address = address_of(unpacked_call)
+
+
+@njit(cache=True)
+def unpacked_entry(shape, narrow, few, gemv, resident, like):
+    """The address of ``unpacked_call`` for these tiles and ``like``'s dtype, linked first:
+    the prepared state makes builtins of it (``simd.fastcall``)."""
+    unset = np.intp(0)
+    return unpacked_call_address(shape, narrow, few, gemv, resident, address(like), unset, unset, unset, unset)
 
 
 @njit(cache=True)

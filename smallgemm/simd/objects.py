@@ -1,0 +1,118 @@
+"""Reading Python objects from compiled code: the fields of NumPy arrays and Python floats.
+
+A compiled function that Python calls directly (``simd.fastcall``) receives its
+arguments as object pointers, without Numba's unboxing (~0.03 us an argument, ~0.05 an
+array). It reads what it needs at these byte offsets: NumPy's ``PyArrayObject_fields``
+(public since NumPy 1.7, unchanged in 2.x) and CPython's ``PyFloatObject``, each after
+the 16-byte object header of CPython's default build. ``layout_holds`` checks them
+against live objects at import; where it fails (another build of CPython), nothing
+calls compiled code this way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from .types import element_bytes, float_pointer
+
+OBJECT_TYPE = 8  # PyTypeObject *ob_type
+ARRAY_DATA = 16  # char *data
+ARRAY_NDIM = 24  # int nd
+ARRAY_SHAPE = 32  # npy_intp *dimensions
+ARRAY_STRIDES = 40  # npy_intp *strides (bytes)
+FLOAT_VALUE = 16  # double ob_fval
+
+
+def layout_holds() -> bool:
+    """Whether live arrays and floats have their fields at these offsets."""
+    probe = np.empty((3, 5), np.float32)[:, ::2]
+    value = 0.625
+
+    def read(obj, offset, ctype):
+        return ctype.from_address(id(obj) + offset).value
+
+    def read_words(obj, offset, count):
+        at = read(obj, offset, ctypes.c_void_p)
+        return tuple((ctypes.c_int64 * count).from_address(at))
+
+    return (
+        read(probe, OBJECT_TYPE, ctypes.c_void_p) == id(np.ndarray)
+        and read(probe, ARRAY_DATA, ctypes.c_void_p) == probe.ctypes.data
+        and read(probe, ARRAY_NDIM, ctypes.c_int32) == probe.ndim
+        and read_words(probe, ARRAY_SHAPE, 2) == probe.shape
+        and read_words(probe, ARRAY_STRIDES, 2) == probe.strides
+        and read(value, FLOAT_VALUE, ctypes.c_double) == value
+    )
+
+
+@intrinsic
+def word_at(typingctx, at):
+    """The 64-bit integer at the integer address ``at``."""
+    if not isinstance(at, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        return builder.load(pointer)
+
+    return types.int64(at), codegen
+
+
+@intrinsic
+def int32_at(typingctx, at):
+    """The 32-bit integer at the integer address ``at``, widened."""
+    if not isinstance(at, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = builder.inttoptr(args[0], ir.IntType(32).as_pointer())
+        return builder.sext(builder.load(pointer), ir.IntType(64))
+
+    return types.int64(at), codegen
+
+
+@intrinsic
+def element_from_double_at(typingctx, at, like):
+    """The double at the integer address ``at``, rounded to the element type of the
+    pointer ``like`` (as NumPy converts a Python float)."""
+    dtype = float_pointer(like)
+    if not isinstance(at, types.Integer) or dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = builder.load(builder.inttoptr(args[0], ir.DoubleType().as_pointer()))
+        return context.cast(builder, value, types.float64, dtype)
+
+    return dtype(at, like), codegen
+
+
+@intrinsic
+def element_size(typingctx, like):
+    """The bytes of one element of the float pointer ``like``: a constant."""
+    dtype = float_pointer(like)
+    if dtype is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.int64, element_bytes(dtype))
+
+    return types.int64(like), codegen
+
+
+@intrinsic
+def store_word(typingctx, at, value):
+    """Store the integer ``value`` as 64 bits at the integer address ``at``."""
+    if not isinstance(at, types.Integer) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
+        builder.store(context.cast(builder, args[1], signature.args[1], types.int64), pointer)
+        return context.get_dummy_value()
+
+    return types.void(at, value), codegen

@@ -1,0 +1,108 @@
+"""Linked routines called from Python as builtins (``simd.fastcall``) and the small way in
+built on one (``unpacked.unpacked_call``): the objects' fields read in compiled code, the
+answers and their references, and the arrays the routine must refuse.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+from conftest import random_matrix
+from numba import types
+from reference import chain_reference
+
+import smallgemm
+from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED
+from smallgemm.plan import prepared, runners
+from smallgemm.simd import buffer_at, fastcall, objects
+from smallgemm.simd.linked import linked
+from smallgemm.simd.objects import ARRAY_DATA, ARRAY_SHAPE, FLOAT_VALUE, store_word, word_at
+
+
+def test_the_objects_fields_are_where_the_routines_read_them():
+    assert objects.layout_holds()
+
+
+@linked
+def _echo(like, context, arguments, count, answer):
+    """Answers 0 for no arguments, else 1 when the first argument's first element plus the
+    context's first value equals the second argument (a float), else 2; counts its calls."""
+    store_word(context + 8, word_at(context + 8) + 1)
+    if count == 0:
+        store_word(answer, 0)
+        return
+    array = word_at(arguments)
+    first = buffer_at(word_at(array + ARRAY_DATA), like)
+    wanted = objects.element_from_double_at(word_at(arguments + 8) + FLOAT_VALUE, like)
+    rows = word_at(word_at(array + ARRAY_SHAPE))
+    same = first[0] + word_at(context) == wanted and rows >= 1
+    store_word(answer, 1 if same else 2)
+
+
+def _echo_builtin(context):
+    argtypes = (types.CPointer(types.float64), *(types.int64,) * 4)
+    address = _echo.linked.link(argtypes).address
+    answers = ("none", ["a list, counted"], "different")
+    return fastcall.builtin(address, argtypes, answers, context, "echo"), answers
+
+
+def test_a_builtin_reads_its_arguments_and_context_and_answers_with_a_new_reference():
+    context = np.array([5, 0], np.int64)
+    echo, answers = _echo_builtin(context)
+    listed = answers[1]
+    held = sys.getrefcount(listed)
+    values = np.array([[2.0], [7.0]])
+    for _ in range(1000):
+        assert echo(values, 7.0) is listed
+    assert sys.getrefcount(listed) == held  # each answer's reference went with it
+    assert echo(values, 8.0) == "different" and echo() == "none"
+    assert context[1] == 1002 and values.tolist() == [[2.0], [7.0]]
+    del echo
+    assert context[1] == 1002 and sys.getrefcount(context) >= 2  # the builtin held its context
+
+
+class _Matrix(np.ndarray):
+    pass
+
+
+class _LookAlike:
+    """An object with an ndarray's dtype and dimensions that NumPy converts (``__array__``)."""
+
+    def __init__(self, array):
+        self.array, self.dtype, self.ndim, self.shape = array, array.dtype, array.ndim, array.shape
+
+    def __len__(self):
+        return len(self.array)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_small_way_in_refuses_what_is_not_an_ndarray(dtype):
+    """Subclasses and look-alikes are refused by the routine (matmul asks before it checks
+    their types) and computed by the general path: NumPy's result and type."""
+    rng = np.random.default_rng(3)
+    a, b = random_matrix(rng, (6, 5), dtype), random_matrix(rng, (5, 4), dtype)
+    c = np.full((6, 4), np.nan, dtype)
+    for x, y in ((a.view(_Matrix), b), (a, b.view(_Matrix))):
+        assert runners.run_small(x, y, c, np.dtype(dtype)) == SMALL_REFUSED
+        assert np.isnan(c).all()
+        got = smallgemm.matmul(x, y)
+        assert type(got) is _Matrix and np.array_equal(got, chain_reference(1.0, a, b))
+    got = smallgemm.matmul(_LookAlike(a), b)
+    assert type(got) is np.ndarray and np.array_equal(got, chain_reference(1.0, a, b))
+    assert runners.run_small(a, b, c, np.dtype(dtype)) == SMALL_DONE
+    assert np.array_equal(c, chain_reference(1.0, a, b))
+
+
+def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():
+    """After a small product, the slot holds the routine's builtin, whose context carries this
+    thread's workspace addresses (the routine uses them as the entry did)."""
+    a = np.ones((3, 3), np.float32)
+    smallgemm.matmul(a, a)
+    smallgemm.matmul(a, a)
+    prep = prepared.current_prepared(np.dtype(np.float32))
+    assert type(prep.small) is type(len)
+    assert prep.small.__self__[3] == prep.workspace.scratch.ctypes.data
+    assert prep.small.__self__[4] == prep.workspace.sums.ctypes.data
