@@ -242,7 +242,6 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
     assert prep.small(a, a, c, 1.0, 0.0) == SMALL_DONE and prep.small is not small
     np.testing.assert_array_equal(c, np.full((16, 16), 16, dtype))
     a3, c3 = np.ones((2, 16, 16), dtype), np.full((2, 16, 16), np.nan, dtype)
-    offsets = [np.arange(2, dtype=np.int64) * 256] * 3
     stack_bound = prep.small_stack.first.bound
     for ready in ("batched", "unpacked"):
         waited = {
@@ -250,15 +249,13 @@ def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_e
             for name, entry in (("batched", entries.BATCHED), ("unpacked", entries.UNPACKED))
         }
         stack = prepared.FirstSmall(
-            prepared.FirstUse(prep, "small_stack", entries.SMALL_STACK, stack_bound),
+            prepared.FirstCall(prep, "small_stack", entries.SMALL_STACK, stack_bound),
             tuple(waited.values()),
             SMALL_REFUSED,
         )
         prep.small_stack = stack
-        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_REFUSED and np.isnan(c3).all()
+        assert prep.small_stack(a3, a3, c3, False) == SMALL_REFUSED and np.isnan(c3).all()
         waited[ready].get(kernel, dtype)
-        assert prep.small_stack(1, a3, a3, c3, *offsets) == SMALL_DONE and prep.small_stack is not stack, (
-            ready
-        )
+        assert prep.small_stack(a3, a3, c3, False) == SMALL_DONE and prep.small_stack is not stack, ready
         np.testing.assert_array_equal(c3, np.full((2, 16, 16), 16, dtype))
         c3[...] = np.nan

@@ -12,7 +12,8 @@ from numba import types
 from reference import chain_reference
 
 import smallgemm
-from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED
+from smallgemm.drivers.batched import STACK_CALL_PRODUCTS
+from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from smallgemm.plan import prepared, runners
 from smallgemm.simd import buffer_at, fastcall, objects
 from smallgemm.simd.linked import linked
@@ -106,3 +107,32 @@ def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():
     assert type(prep.small) is type(len)
     assert prep.small.__self__[3] == prep.workspace.scratch.ctypes.data
     assert prep.small.__self__[4] == prep.workspace.sums.ctypes.data
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stacks(dtype):
+    """The stack's builtin refuses subclasses, look-alikes and a misaligned stack (the general
+    path computes them: NumPy's result and type), and plans a stack longer than its offsets
+    buffer on one thread, which the batch loop computes with the same bits."""
+    rng = np.random.default_rng(4)
+    a, b = random_matrix(rng, (3, 6, 5), dtype), random_matrix(rng, (3, 5, 4), dtype)
+    expected = np.stack([chain_reference(1.0, a[t], b[t]) for t in range(3)])
+    c = np.full((3, 6, 4), np.nan, dtype)
+    for x, y in ((a.view(_Matrix), b), (a, b.view(_Matrix))):
+        assert runners.run_small_stack(x, y, c, np.dtype(dtype)) == SMALL_REFUSED and np.isnan(c).all()
+        got = smallgemm.matmul(x, y)
+        assert type(got) is _Matrix and np.array_equal(got, expected)
+    assert np.array_equal(smallgemm.matmul(_LookAlike(a), b), expected)
+    size = np.dtype(dtype).itemsize
+    misaligned = np.frombuffer(bytearray(a.nbytes + 1), dtype, offset=1, count=a.size).reshape(a.shape)
+    misaligned[...] = a
+    assert runners.run_small_stack(misaligned, b, c, np.dtype(dtype)) == SMALL_REFUSED and np.isnan(c).all()
+    assert np.array_equal(smallgemm.matmul(misaligned, b), expected) and size > 1
+    count = STACK_CALL_PRODUCTS + 1
+    a, b = random_matrix(rng, (count, 2, 3), dtype), random_matrix(rng, (count, 3, 2), dtype)
+    c = np.full((count, 2, 2), np.nan, dtype)
+    with smallgemm.num_threads(1):
+        assert runners.run_small_stack(a, b, c, np.dtype(dtype)) == SMALL_PLANNED and np.isnan(c).all()
+        got = smallgemm.matmul(a, b)
+    for t in (0, count - 1):
+        assert np.array_equal(got[t], chain_reference(1.0, a[t], b[t]))

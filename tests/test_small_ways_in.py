@@ -229,16 +229,9 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         b = _stack(rng, (count, k, n), dtype, b_layout)
         a0, b0 = a.copy(), b.copy()
         expected = _run_batch_bits(a, b)  # the stack entry is in use from here on
-        size = dtype.itemsize
-        offsets = [
-            np.arange(count, dtype=np.int64) * step
-            for step in (a.strides[0] // size, b.strides[0] // size, m * n)
-        ]
-        for offset in offsets:
-            offset.flags.writeable = False
         c = np.full((count, m, n), np.nan, dtype)
         with smallgemm.num_threads(threads):
-            assert runners.run_small_stack(a, b, c, *offsets, dtype) == route, name
+            assert runners.run_small_stack(a, b, c, dtype) == route, name
             del batches[:]
             got = smallgemm.matmul(a, b)
         assert len(batches) == (route != SMALL_DONE), name
@@ -255,19 +248,15 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         np.testing.assert_array_equal(a, a0)
         np.testing.assert_array_equal(b, b0)
     a, b = _stack(rng, (4, 16, 16), dtype, layout), _stack(rng, (4, 16, 16), dtype, "C")
-    offsets = [np.arange(4, dtype=np.int64) * step for step in (a.strides[0] // dtype.itemsize, 256, 256)]
     with configured(
         unpacked_max_volume=BySize(0, 0)
     ):  # the limit a prepared state binds, changed after a call
-        assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_PLANNED
-    assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), *offsets, dtype) == SMALL_DONE
+        assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), dtype) == SMALL_PLANNED
+    assert runners.run_small_stack(a, b, np.empty((4, 16, 16), dtype), dtype) == SMALL_DONE
     a = np.ascontiguousarray(a)
 
     def small_stack(left, right, out):
-        steps = (256, 256, out.strides[0] // dtype.itemsize)
-        return runners.run_small_stack(
-            left, right, out, *[np.arange(4, dtype=np.int64) * s for s in steps], dtype
-        )
+        return runners.run_small_stack(left, right, out, dtype)
 
     _check_outs(small_stack, a, b, _run_batch_bits(a, b))
 

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
+from ..machine.threads import workers as _workers
 from ..plan import in_force, prepared, rules, runners, strategies
 from ..plan.runners import run_small_stack
 from . import ufunc_call
@@ -138,6 +139,14 @@ def _stack_offsets(
     return _even_offsets(count, step_a), _even_offsets(count, step_b), _even_offsets(count, step_c)
 
 
+def _run_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """The planner's way with two stacks along one batch axis that the small way in found
+    valid, not small (``strategies.run_batch``)."""
+    size = a.itemsize
+    offsets = _stack_offsets(len(a), a.strides[0] // size, b.strides[0] // size, c.strides[0] // size)
+    strategies.run_batch(a[0], b[0], c[0], *offsets)
+
+
 def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
     """Element offset of each matrix of ``x``'s stack, broadcast to ``batch_shape``."""
     if x.ndim == 3 and len(batch_shape) == 1 and x.shape[0] == batch_shape[0]:
@@ -236,13 +245,18 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
     ``b``, none.
     """
     if out is None and not kwargs:
-        # The commonest call first: two matrices of one float dtype into a new one (a 16x16
-        # product ~0.75 us, a tenth of it here).  The compiled way in checks that both are
-        # ndarrays, not subclasses or look-alikes, and the rest (runners.run_small, inline).
+        # The commonest calls first: two matrices, or two stacks of them along one batch axis,
+        # of one float dtype into a new array (a 16x16 product ~0.7 us, a tenth of it here).
+        # The compiled ways in check that all are ndarrays, not subclasses or look-alikes,
+        # and the rest (runners.run_small and run_small_stack, inline).
         try:
-            dtype = a.dtype
-            if a.ndim == 2 == b.ndim and dtype is b.dtype and (dtype is _F32 or dtype is _F64):
+            dtype, ndim = a.dtype, a.ndim
+            if ndim != b.ndim or dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
+                c = None
+            elif ndim == 2:
                 c = _EMPTY((len(a), b.shape[1]), dtype)
+            elif ndim == 3:
+                c = _EMPTY((len(a), a.shape[1], b.shape[2]), dtype)
             else:
                 c = None
         except (AttributeError, TypeError):  # not array-like enough: the general path says what
@@ -251,12 +265,20 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             prep = _PREPARED.last
             if prep.given_at != in_force.generation or prep.dtype is not dtype:
                 prep = prepared.current_prepared(dtype)
-            route = prep.small(a, b, c, 1.0, 0.0)
-            if route == SMALL_DONE:
-                return c
-            if route == SMALL_PLANNED:
-                strategies.run(1.0, a, b, 0.0, c)
-                return c
+            if ndim == 2:
+                route = prep.small(a, b, c, 1.0, 0.0)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:
+                    strategies.run(1.0, a, b, 0.0, c)
+                    return c
+            else:
+                route = prep.small_stack(a, b, c, _workers() > 1)
+                if route == SMALL_DONE:
+                    return c
+                if route == SMALL_PLANNED:
+                    _run_stack(a, b, c)
+                    return c
             del c  # refused: freed before the general path allocates its own
     if type(a) is _NDARRAY and type(b) is _NDARRAY and not kwargs:
         # The other common cases with the least Python between the call and the kernel, which
@@ -291,17 +313,6 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                 else:
                     c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
                     c_rows = c.reshape(rows.shape[0], b.shape[1])
-        elif (
-            ours
-            and ndim_a == 3
-            and ndim_b == 3
-            and a.shape[0] == 1 == b.shape[0]
-            and (out is None or out.shape[0] == 1)
-        ):
-            # A stack of one product: its matrices take the 2-D way in (the stack's costs ~1 us more).
-            rows, matrix = a[0], b[0]
-            c = _EMPTY((1, rows.shape[0], matrix.shape[1]), dtype) if out is None else out
-            c_rows = c[0]
         else:
             rows = None
         if rows is not None:
@@ -315,23 +326,14 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                 strategies.run(1.0, rows, matrix, 0.0, c_rows)
                 return c
             del c, c_rows  # refused: freed before the general path allocates its own
-        elif ours and ndim_a == 3 and ndim_b == 3:
-            # Two stacks along one batch axis, not broadcast: the common batched product.
-            count, m, k = a.shape
-            count_b, k_b, n = b.shape
-            if count == count_b and k == k_b and count * m * n * k and a.flags.aligned and b.flags.aligned:
-                size = dtype.itemsize
-                c = _EMPTY((count, m, n), dtype) if out is None else out
-                offsets = _stack_offsets(
-                    count, a.strides[0] // size, b.strides[0] // size, c.strides[0] // size
-                )
-                route = run_small_stack(a, b, c, *offsets, dtype)
-                if route == SMALL_DONE:
-                    return c
-                if route == SMALL_PLANNED:
-                    strategies.run_batch(a[0], b[0], c[0], *offsets)
-                    return c
-                del c  # refused: freed before the general path allocates its own
+        elif ours and ndim_a == 3 and ndim_b == 3 and out is not None:
+            # Two stacks along one batch axis into ``out`` (the compiled way in checks its shape).
+            route = run_small_stack(a, b, out, dtype)
+            if route == SMALL_DONE:
+                return out
+            if route == SMALL_PLANNED:
+                _run_stack(a, b, out)
+                return out
         if out is None and ndim_a + ndim_b == 3:
             # A matrix and a vector: no 2-D views, no general path.
             c = _vector_product(a, b)

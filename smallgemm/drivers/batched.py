@@ -9,10 +9,25 @@ whole by the worker that takes it) or each product in turn uses every worker;
 neither changes a sum.
 """
 
+import numpy as np
 from numba import njit
 
 from ..kernels.shared import UNPACKED_TASKS_PER_WORKER
-from ..simd import address, advance, buffer_at, row_dots_rule, tile_cols, tile_rows
+from ..simd import address, advance, buffer_at, one_of, row_dots_rule, tile_cols, tile_rows, zero_of
+from ..simd.fastcall import address_of
+from ..simd.linked import linked
+from ..simd.objects import (
+    ARRAY_DATA,
+    ARRAY_NDIM,
+    ARRAY_SHAPE,
+    ARRAY_STRIDES,
+    OBJECT_TYPE,
+    element_size,
+    int32_at,
+    store_word,
+    word_at,
+    words_at,
+)
 from ..simd.subroutine import subroutine
 from ..simd.workers import on_workers
 from .blocked import gemm_serial
@@ -22,9 +37,10 @@ from .unpacked import (
     SMALL_PLANNED,
     SMALL_REFUSED,
     STREAM_SIZE,
+    byte_span,
     gemm_unpacked_stack,
-    output_apart,
     small_product_route,
+    spans_meet,
 )
 
 
@@ -44,42 +60,126 @@ def batch_entry(
     )
 
 
-@njit(cache=True)
-def small_stack_entry(
-    shape, narrow, few, gemv, lane_sums, resident, kc, scratch, sums, max_volume, min_stream, few_rows,
-    parallel_volume, product_overhead, alpha, beta, workers, a, b, c, offsets_a, offsets_b, offsets_c,
-):
-    """matmul's way in for two stacks along one batch axis (3-D a and b whose shapes match,
-    ``offsets_*`` each matrix's first element): C[t] = alpha*A[t].B[t] + beta*C[t] for every
-    t, one product after the other, when each is small (``unpacked.small_product_route``)
-    and the stack is not worth ``workers`` threads (from ``parallel_volume`` multiply-adds in
-    all, each product counted with ``product_overhead`` more: ``rules.stack_worth_threads``):
-    SMALL_DONE; else SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or
-    SMALL_REFUSED, nothing computed, for a C (an ``out=``) of another shape, with strides
-    of no whole number of elements, or that may overlap A or B.
+# The int64 values bound to a prepared state's ``stack_call`` builtin, in this order
+# (``prepared.Prepared``): the row-dots rule's lane-wise flag; KC; the addresses of the
+# workspace's scratch tile and sums; the small-product limits; the stack's limits for
+# threads (``rules.stack_worth_threads``); the address of ``numpy.ndarray``, the one type of
+# A, B and C the routine reads, and of ``True``; and the address of a buffer for the
+# matrices' offsets, three runs of STACK_CALL_PRODUCTS.
+STACK_CONTEXT = (
+    "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "parallel_volume",
+    "product_overhead", "array_type", "true", "offsets",
+)
+(
+    STACK_LANE_SUMS, STACK_KC, STACK_SCRATCH, STACK_SUMS, STACK_MAX_VOLUME, STACK_MIN_STREAM, STACK_FEW_ROWS,
+    STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD, STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
+) = range(len(STACK_CONTEXT))
+# The most products a stack may hold on the small way in: its offsets buffer's length.  A
+# longer stack is planned (``run_batch``), whose Python costs ~3 us more: under 2 %.
+STACK_CALL_PRODUCTS = 2048
+# What ``stack_call`` is called with: A, B, C (3-D arrays of one float dtype) and whether
+# threads may run (``True`` or ``False``).
+STACK_ARGUMENTS = 4
 
-    The checks and the slicing of the first matrices cost more in Python than ten 16x16
-    products.  The arguments before ``alpha`` are the same on every call of a prepared
-    state, which binds them once; ``scratch`` and ``sums`` are its workspace's addresses.
-    """
-    count, m, k = a.shape
-    n = b.shape[2]
-    size = a.itemsize
-    if c.shape[0] != count or c.shape[1] != m or c.shape[2] != n or not output_apart(c, a, b):
-        return SMALL_REFUSED
-    rs_a, cs_a, rs_b, cs_b = a.strides[1] // size, a.strides[2] // size, b.strides[1] // size, b.strides[2] // size
-    pa = address(a)
-    if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, pa) == SMALL_PLANNED:
-        return SMALL_PLANNED
-    if workers > 1 and count * (m * n * k + product_overhead) >= parallel_volume:
-        return SMALL_PLANNED
-    gemm_unpacked_stack(
-        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, m, n, k, alpha, beta,
-        pa, address(offsets_a), rs_a, cs_a, address(b), address(offsets_b), rs_b, cs_b,
-        address(c), address(offsets_c), c.strides[1] // size, c.strides[2] // size, kc, buffer_at(scratch, a),
-        buffer_at(sums, a), offsets_c.shape[0],
+
+@linked
+def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
+    """matmul's way in for two stacks along one batch axis, called from Python as a builtin
+    (``simd.fastcall``) with (A, B, C, threads): C[t] = A[t].B[t] for every t, one product
+    after the other, when each is small (``unpacked.small_product_route``) and the stack
+    is not worth the threads (``threads``: several workers may run; from
+    ``parallel_volume`` multiply-adds in all, each product counted with
+    ``product_overhead`` more: ``rules.stack_worth_threads``): SMALL_DONE; else
+    SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or SMALL_REFUSED,
+    nothing computed, for A, B or C that is not a 3-D ``ndarray`` (the caller checks the
+    dimensions and dtypes of A and B), stacks whose shapes do not match, strides or an
+    address of no whole number of elements, or a C (an ``out=``) of another shape or that
+    may overlap A or B.  The checks cost more in Python than ten 16x16 products."""
+    if count != STACK_ARGUMENTS:
+        store_word(answer, SMALL_REFUSED)
+        return
+    objects = (word_at(arguments), word_at(arguments + 8), word_at(arguments + 16))
+    array_type = word_at(context + 8 * STACK_ARRAY_TYPE)
+    for obj in objects:
+        if word_at(obj + OBJECT_TYPE) != array_type or int32_at(obj + ARRAY_NDIM) != 3:
+            store_word(answer, SMALL_REFUSED)  # before reading a field that only arrays have
+            return
+    a_object, b_object, c_object = objects
+    a_shape, b_shape = word_at(a_object + ARRAY_SHAPE), word_at(b_object + ARRAY_SHAPE)
+    c_shape = word_at(c_object + ARRAY_SHAPE)
+    products, m, k = word_at(a_shape), word_at(a_shape + 8), word_at(a_shape + 16)
+    n = word_at(b_shape + 16)
+    if (
+        word_at(b_shape) != products
+        or word_at(b_shape + 8) != k
+        or word_at(c_shape) != products
+        or word_at(c_shape + 8) != m
+        or word_at(c_shape + 16) != n
+        or products * m * n * k == 0
+    ):
+        store_word(answer, SMALL_REFUSED)
+        return
+    size = element_size(like)
+    data = (word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA), word_at(c_object + ARRAY_DATA))
+    strides = (
+        word_at(a_object + ARRAY_STRIDES), word_at(b_object + ARRAY_STRIDES), word_at(c_object + ARRAY_STRIDES)
     )
-    return SMALL_DONE
+    for i in range(3):
+        if data[i] % size:
+            store_word(answer, SMALL_REFUSED)
+            return
+        for d in range(3):
+            if word_at(strides[i] + 8 * d) % size:
+                store_word(answer, SMALL_REFUSED)
+                return
+    a_bytes = (word_at(strides[0]), word_at(strides[0] + 8), word_at(strides[0] + 16))
+    b_bytes = (word_at(strides[1]), word_at(strides[1] + 8), word_at(strides[1] + 16))
+    c_bytes = (word_at(strides[2]), word_at(strides[2] + 8), word_at(strides[2] + 16))
+    c_span = byte_span(data[2], (products, m, n), c_bytes, size)
+    if spans_meet(c_span, byte_span(data[0], (products, m, k), a_bytes, size)) or spans_meet(
+        c_span, byte_span(data[1], (products, k, n), b_bytes, size)
+    ):
+        store_word(answer, SMALL_REFUSED)
+        return
+    rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
+    route = small_product_route(
+        narrow, m, n, k, cs_a, rs_b, cs_b, word_at(context + 8 * STACK_MAX_VOLUME),
+        word_at(context + 8 * STACK_MIN_STREAM), word_at(context + 8 * STACK_FEW_ROWS), like,
+    )
+    threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
+    work = products * (m * n * k + word_at(context + 8 * STACK_PRODUCT_OVERHEAD))
+    if (
+        route == SMALL_PLANNED
+        or (threads and work >= word_at(context + 8 * STACK_PARALLEL_VOLUME))
+        or products > STACK_CALL_PRODUCTS
+    ):
+        store_word(answer, SMALL_PLANNED)
+        return
+    offsets = words_at(word_at(context + 8 * STACK_OFFSETS))
+    for t in range(products):
+        offsets[t] = t * (a_bytes[0] // size)
+        offsets[STACK_CALL_PRODUCTS + t] = t * (b_bytes[0] // size)
+        offsets[2 * STACK_CALL_PRODUCTS + t] = t * (c_bytes[0] // size)
+    gemm_unpacked_stack(
+        shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident, m, n, k,
+        one_of(like), zero_of(like), buffer_at(data[0], like), offsets, rs_a, cs_a,
+        buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b,
+        buffer_at(data[2], like), advance(offsets, 2 * STACK_CALL_PRODUCTS), c_bytes[1] // size, c_bytes[2] // size,
+        word_at(context + 8 * STACK_KC), buffer_at(word_at(context + 8 * STACK_SCRATCH), like),
+        buffer_at(word_at(context + 8 * STACK_SUMS), like), products,
+    )
+    store_word(answer, SMALL_DONE)
+
+
+stack_call_address = address_of(stack_call)
+
+
+@njit(cache=True)
+def small_stack_entry(shape, narrow, few, gemv, resident, like):
+    """The address of ``stack_call`` for these tiles and ``like``'s dtype, linked first: the
+    prepared state makes a builtin of it (``simd.fastcall``)."""
+    unset = np.intp(0)
+    return stack_call_address(shape, narrow, few, gemv, resident, address(like), unset, unset, unset, unset)
 
 
 @subroutine(inline=True)

@@ -61,7 +61,10 @@ def get_num_threads() -> int:
 
 def workers() -> int:
     """The threads the next product will use: the setting, or 1 where the threading layer cannot run."""
-    return get_num_threads() if threading_layer.threads_usable() else 1
+    if not threading_layer.threads_usable():
+        return 1
+    n = _num_threads  # get_num_threads, inline: a small stack asks on every call
+    return _default() if n is None else n
 
 
 @contextlib.contextmanager

@@ -74,11 +74,7 @@ BATCHED = Entry(
     scratch="buffer", sums="buffer",
 )
 SMALL_STACK = Entry(
-    small_stack_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident", kc="int",
-    scratch="int", sums="int", max_volume="int", min_stream="int", few_rows="int", parallel_volume="int",
-    product_overhead="int", alpha="scalar", beta="scalar", workers="int", a="stack", b="stack", c="out_stack",
-    offsets_a="offsets", offsets_b="offsets", offsets_c="offsets",
+    small_stack_entry, shape="shape", narrow="narrow", few="few", gemv="gemv", resident="resident", like="buffer"
 )
 BATCH_TASKS = Entry(
     batch_tasks_entry,

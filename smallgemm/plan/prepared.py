@@ -16,6 +16,7 @@ import threading
 import numpy as np
 from numba import from_dtype, types
 
+from ..drivers.batched import STACK_CALL_PRODUCTS, STACK_CONTEXT
 from ..drivers.unpacked import CALL_ANSWERS, CALL_CONTEXT, SMALL_REFUSED
 from ..kernels import Kernel
 from ..simd import fastcall
@@ -47,10 +48,10 @@ class FirstUse:
 
 
 class FirstCall(FirstUse):
-    """A slot for the unpacked entry, whose routine Python calls as a builtin
-    (``unpacked.unpacked_call``, ``simd.fastcall``): its first call compiles (or loads) the
-    entry, which answers the routine's address, and puts in the slot the builtin that calls
-    the routine with ``bound`` (the int64 context array) and runs it."""
+    """A slot for an entry that answers the address of a routine Python calls as a builtin
+    (``unpacked.unpacked_call``, ``batched.stack_call``; ``simd.fastcall``): its first call
+    compiles (or loads) the entry, asks it for the address, and puts in the slot the builtin
+    that calls the routine with ``bound`` (the int64 context array) and runs it."""
 
     __slots__ = ()
 
@@ -61,7 +62,7 @@ class FirstCall(FirstUse):
         # four the builtin passes (context, arguments, count, answer).
         tiles = entry_types(self.entry.kinds[:-1], prep.kernel, prep.dtype)
         argtypes = (*tiles, types.CPointer(from_dtype(prep.dtype)), *(types.int64,) * 4)
-        name = f"unpacked_call_{prep.kernel.name}_{prep.dtype.name}"
+        name = f"{self.name}_{prep.kernel.name}_{prep.dtype.name}"
         native = fastcall.builtin(address, argtypes, CALL_ANSWERS, self.bound, name)
         setattr(prep, self.name, native)
         return native(*args)
@@ -119,6 +120,7 @@ class Prepared:
         "sizes",
         "small",
         "small_stack",
+        "stack_offsets",
         "tiles",
         "turned_rows",
         "unpacked",
@@ -171,18 +173,31 @@ class Prepared:
         )
         self.one, self.zero = dtype.type(1), dtype.type(0)
         self.batched = FirstUse(self, "batched", entries.BATCHED)
-        # The small stack's entry, with the arguments that do not change from call to call
-        # bound once (the attribute reads cost ~0.14 us of a small call); the workspace by
-        # its addresses, which unbox for nothing (this state keeps it alive).
-        fixed = (*self.tiles, self.chain_sizes.kc, *workspace_at, *limits)
-        # A stack of one small product runs on the unpacked entry: either tells that small
-        # products are in use.
-        stack_limits = (
-            config.parallel_min_stack_volume.of(dtype.itemsize),
-            config.stack_product_overhead.of(dtype.itemsize),
+        # The small stack's builtin: the offsets of a stack's matrices go to this buffer.
+        self.stack_offsets = np.empty(3 * STACK_CALL_PRODUCTS, np.int64)
+        stack_context = dict(
+            zip(
+                STACK_CONTEXT,
+                (
+                    self.lane_sums,
+                    self.chain_sizes.kc,
+                    *workspace_at,
+                    *limits,
+                    config.parallel_min_stack_volume.of(dtype.itemsize),
+                    config.stack_product_overhead.of(dtype.itemsize),
+                    id(np.ndarray),
+                    id(True),
+                    self.stack_offsets.ctypes.data,
+                ),
+                strict=True,
+            )
         )
+        # Fetched once a product has needed the batch entry or the unpacked one: either tells
+        # that small products are in use.
         self.small_stack = FirstSmall(
-            FirstUse(self, "small_stack", entries.SMALL_STACK, (*fixed, *stack_limits, self.one, self.zero)),
+            FirstCall(
+                self, "small_stack", entries.SMALL_STACK, np.array(list(stack_context.values()), np.int64)
+            ),
             (entries.BATCHED, entries.UNPACKED),
             SMALL_REFUSED,
         )

@@ -242,25 +242,19 @@ def run_small_scaled(
     return prep.small(a, b, c, float(prep.scalar(alpha)), float(prep.scalar(beta)))
 
 
-def run_small_stack(
-    a: np.ndarray,
-    b: np.ndarray,
-    c: np.ndarray,
-    offsets_a: np.ndarray,
-    offsets_b: np.ndarray,
-    offsets_c: np.ndarray,
-    dtype: np.dtype,
-) -> int:
+def run_small_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
     """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
-    stack not worth the threads, deciding so in compiled code (``batched.small_stack_entry``).
-    a, b, c: 3-D arrays of one float dtype, a and b with matching shapes and whole-element
-    strides; ``offsets_*``: each matrix's first element.  Returns SMALL_DONE, SMALL_PLANNED
-    with nothing computed (a valid stack for ``run_batch``), or SMALL_REFUSED with nothing
-    computed (for the caller's general path: a C of another shape, part-element strides or
+    stack not worth the threads, deciding so in compiled code (``batched.stack_call``).
+    a and b: 3-D arrays of one float dtype (nothing else is checked here).  Returns
+    SMALL_DONE, SMALL_PLANNED with nothing computed (a valid stack for ``run_batch``), or
+    SMALL_REFUSED with nothing computed (for the caller's general path: another type than
+    ``ndarray``, stacks whose shapes differ, a C of another shape, part-element strides or
     overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
     unpacked one, any stack: see ``FirstSmall``).  ``dtype``: theirs."""
-    prep = prepared.current_prepared(dtype)
-    return prep.small_stack(threads.workers(), a, b, c, offsets_a, offsets_b, offsets_c)
+    prep = prepared.per_thread.last
+    if prep.given_at != in_force.generation or prep.dtype is not dtype:
+        prep = prepared.current_prepared(dtype)
+    return prep.small_stack(a, b, c, threads.workers() > 1)
 
 
 def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:

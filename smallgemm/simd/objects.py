@@ -64,6 +64,19 @@ def word_at(typingctx, at):
 
 
 @intrinsic
+def words_at(typingctx, at):
+    """The 64-bit integers from the integer address ``at``, as a pointer."""
+    if not isinstance(at, types.Integer):
+        return None
+    pointer = types.CPointer(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(pointer))
+
+    return pointer(at), codegen
+
+
+@intrinsic
 def int32_at(typingctx, at):
     """The 32-bit integer at the integer address ``at``, widened."""
     if not isinstance(at, types.Integer):

@@ -108,14 +108,15 @@ def _recording(get, name, ran):
 
 
 def _recording_builtins(builtin, ran):
-    """``fastcall.builtin`` whose builtins append UNPACKED (the entry that gave the routine's
-    address: the only one made a builtin) to ``ran`` when called."""
+    """``fastcall.builtin`` whose builtins append the entry that gave the routine's address
+    (SMALL_STACK for the stack's, else UNPACKED) to ``ran`` when called."""
 
-    def recorded_builtin(*args):
-        native = builtin(*args)
+    def recorded_builtin(address, argtypes, answers, context, name):
+        native = builtin(address, argtypes, answers, context, name)
+        entry = "SMALL_STACK" if name.startswith("small_stack") else "UNPACKED"
 
         def call(*args):
-            ran.append("UNPACKED")
+            ran.append(entry)
             return native(*args)
 
         return call

@@ -17,16 +17,12 @@ from .entry import (  # noqa: F401
     SMALL_DONE,
     SMALL_PLANNED,
     SMALL_REFUSED,
-    byte_extent,
     byte_span,
-    may_overlap,
-    output_apart,
     small_product_route,
     spans_meet,
     unpacked_call,
     unpacked_entry,
     vector_entry,
-    whole_elements,
 )
 from .route import (  # noqa: F401
     DOTS_OF_A_ROWS,

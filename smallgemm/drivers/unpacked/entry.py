@@ -48,37 +48,9 @@ def byte_span(data, shape, strides, itemsize):
 
 
 @subroutine(inline=True)
-def byte_extent(x):
-    """``byte_span`` of the array ``x``."""
-    return byte_span(x.ctypes.data, x.shape, x.strides, x.itemsize)
-
-
-@subroutine(inline=True)
 def spans_meet(x_span, y_span):
     """Whether two ``byte_span``s meet (NumPy's ``may_share_memory``: bounds only)."""
     return x_span[0] < y_span[1] and y_span[0] < x_span[1]
-
-
-@subroutine(inline=True)
-def may_overlap(x, y):
-    """Whether the spans of ``x`` and ``y`` meet."""
-    return spans_meet(byte_extent(x), byte_extent(y))
-
-
-@subroutine(inline=True)
-def whole_elements(x):
-    """Whether every stride of ``x`` is a whole number of its elements (the drivers' unit)."""
-    for d in range(x.ndim):
-        if x.strides[d] % x.itemsize:
-            return False
-    return True
-
-
-@subroutine(inline=True)
-def output_apart(c, a, b):
-    """Whether C, an output of the small ways in, has whole-element strides and lies apart
-    from A and B (an ``out=`` on an operand goes to the general path's copy)."""
-    return whole_elements(c) and not may_overlap(c, a) and not may_overlap(c, b)
 
 
 @subroutine(inline=True)
