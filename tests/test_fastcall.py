@@ -62,6 +62,17 @@ def test_a_builtin_reads_its_arguments_and_context_and_answers_with_a_new_refere
     assert context[1] == 1002 and sys.getrefcount(context) >= 2  # the builtin held its context
 
 
+def _ways_in_in_use(dtype):
+    """Products that put the small ways in to use (``prepared.FirstSmall`` refuses everything
+    until a product has needed their entries): their slots then hold the builtins."""
+    matrix, stack = np.ones((3, 3), dtype), np.ones((2, 3, 3), dtype)
+    for _ in range(2):
+        smallgemm.matmul(matrix, matrix)
+        smallgemm.matmul(stack, stack)
+    prep = prepared.current_prepared(np.dtype(dtype))
+    assert type(prep.small) is type(len) and type(prep.small_stack) is type(len)
+
+
 class _Matrix(np.ndarray):
     pass
 
@@ -83,6 +94,7 @@ class _LookAlike:
 def test_the_small_way_in_refuses_what_is_not_an_ndarray(dtype):
     """Subclasses and look-alikes are refused by the routine (matmul asks before it checks
     their types) and computed by the general path: NumPy's result and type."""
+    _ways_in_in_use(dtype)
     rng = np.random.default_rng(3)
     a, b = random_matrix(rng, (6, 5), dtype), random_matrix(rng, (5, 4), dtype)
     c = np.full((6, 4), np.nan, dtype)
@@ -100,11 +112,8 @@ def test_the_small_way_in_refuses_what_is_not_an_ndarray(dtype):
 def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():
     """After a small product, the slot holds the routine's builtin, whose context carries this
     thread's workspace addresses (the routine uses them as the entry did)."""
-    a = np.ones((3, 3), np.float32)
-    smallgemm.matmul(a, a)
-    smallgemm.matmul(a, a)
+    _ways_in_in_use(np.float32)
     prep = prepared.current_prepared(np.dtype(np.float32))
-    assert type(prep.small) is type(len)
     assert prep.small.__self__[3] == prep.workspace.scratch.ctypes.data
     assert prep.small.__self__[4] == prep.workspace.sums.ctypes.data
 
@@ -114,6 +123,7 @@ def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stack
     """The stack's builtin refuses subclasses, look-alikes and a misaligned stack (the general
     path computes them: NumPy's result and type), and plans a stack longer than its offsets
     buffer on one thread, which the batch loop computes with the same bits."""
+    _ways_in_in_use(dtype)
     rng = np.random.default_rng(4)
     a, b = random_matrix(rng, (3, 6, 5), dtype), random_matrix(rng, (3, 5, 4), dtype)
     expected = np.stack([chain_reference(1.0, a[t], b[t]) for t in range(3)])
@@ -136,3 +146,42 @@ def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stack
         got = smallgemm.matmul(a, b)
     for t in (0, count - 1):
         assert np.array_equal(got[t], chain_reference(1.0, a[t], b[t]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_on(dtype):
+    """A stack of matrices times one (a linear layer) is one tall product where each matrix's
+    rows follow the previous one's at one stride (C order, one matrix, one row each, every other
+    row): computed,
+    the bits of each lone product.  Stacks whose rows do not follow on (every other matrix,
+    part of each matrix's rows, matrices transposed), and a stack as B, are refused untouched; matmul computes every
+    case with the same bits."""
+    _ways_in_in_use(dtype)
+    rng = np.random.default_rng(5)
+    w = random_matrix(rng, (12, 7), dtype)
+    base = random_matrix(rng, (6, 4, 12), dtype)
+    cases = [
+        ("C order", base, SMALL_DONE),
+        ("one matrix", base[:1], SMALL_DONE),
+        ("one row each", base[:, :1], SMALL_DONE),
+        ("every other matrix", base[::2], SMALL_REFUSED),
+        ("every other row", base[:, ::2], SMALL_DONE),  # still one row stride throughout
+        ("the first three rows of each", base[:, :3], SMALL_REFUSED),
+        (
+            "matrices transposed",
+            np.ascontiguousarray(base.transpose(0, 2, 1)).transpose(0, 2, 1),
+            SMALL_REFUSED,
+        ),
+    ]
+    for name, a, route in cases:
+        expected = np.stack([chain_reference(1.0, a[t], w) for t in range(len(a))])
+        c = np.full(expected.shape, np.nan, dtype)
+        assert runners.run_small(a, w, c, np.dtype(dtype)) == route, name
+        if route == SMALL_DONE:
+            assert np.array_equal(c, expected), name
+        else:
+            assert np.isnan(c).all(), name
+        assert np.array_equal(smallgemm.matmul(a, w), expected), name
+    stack_b = random_matrix(rng, (1, 12, 7), dtype)
+    c = np.full((1, 4, 7), np.nan, dtype)
+    assert runners.run_small(base[:1], stack_b, c, np.dtype(dtype)) == SMALL_REFUSED and np.isnan(c).all()

@@ -12,12 +12,14 @@ from ...simd.fastcall import address_of
 from ...simd.linked import linked
 from ...simd.objects import (
     ARRAY_DATA,
+    ARRAY_NDIM,
     ARRAY_SHAPE,
     ARRAY_STRIDES,
     FLOAT_VALUE,
     OBJECT_TYPE,
     element_from_double_at,
     element_size,
+    int32_at,
     store_word,
     word_at,
 )
@@ -48,6 +50,30 @@ def byte_span(data, shape, strides, itemsize):
 
 
 @subroutine(inline=True)
+def matrix_fields(obj, size):
+    """(matrices, rows, columns, row stride, column stride, readable) of the ndarray at the
+    address ``obj`` as one matrix: its two dimensions (matrices 0), or its three with the first
+    two merged where each matrix's rows follow the previous matrix's at one row stride (a
+    stack folded into one tall matrix: matmul's linear layer); strides in elements.  Not
+    readable where a stride is not a whole number of elements, the first two dimensions do
+    not merge, or it has another number of dimensions."""
+    ndim = int32_at(obj + ARRAY_NDIM)
+    shape, strides = word_at(obj + ARRAY_SHAPE), word_at(obj + ARRAY_STRIDES)
+    if ndim == 2:
+        count, rows, cols, rs, cs = 0, word_at(shape), word_at(shape + 8), word_at(strides), word_at(strides + 8)
+        merged = True
+    else:
+        count, each, cols = word_at(shape), word_at(shape + 8), word_at(shape + 16)
+        step, rs, cs = word_at(strides), word_at(strides + 8), word_at(strides + 16)
+        if each == 1:
+            rs = step  # one row a matrix: the rows are the matrices
+        merged = ndim == 3 and (count == 1 or each == 1 or step == each * rs)
+        rows = count * each
+    whole = rs % size == 0 and cs % size == 0
+    return count, rows, cols, rs // size, cs // size, merged and whole
+
+
+@subroutine(inline=True)
 def spans_meet(x_span, y_span):
     """Whether two ``byte_span``s meet (NumPy's ``may_share_memory``: bounds only)."""
     return x_span[0] < y_span[1] and y_span[0] < x_span[1]
@@ -71,28 +97,30 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
 # (``prepared.Prepared``): whether the call decides first (matmul's and gemm's small ways in)
 # or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
 # addresses of the workspace's scratch tile and sums; the small-product limits; and the
-# address of ``numpy.ndarray``, the one type of A and B the routine reads.
+# address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
 CALL_CONTEXT = ("decide", "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "array_type")
 DECIDE, LANE_SUMS, KC, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, ARRAY_TYPE = range(len(CALL_CONTEXT))
-# What ``unpacked_call`` is called with: A, B, C (2-D arrays of one float dtype), alpha, beta (Python floats).
+# What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python floats).
 CALL_ARGUMENTS = 5
 
 
 @linked
 def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
     """C = alpha*A.B + beta*C, called from Python as a builtin (``simd.fastcall``) with
-    (A, B, C, alpha, beta): 2-D arrays of ``like``'s dtype, C not overlapping A or B, and
-    Python floats.  The caller checks the dimensions and dtypes and that alpha and beta are
-    floats.
+    (A, B, C, alpha, beta): arrays of ``like``'s dtype, C not overlapping A or B, and
+    Python floats.  A and C are matrices, or stacks of them that fold into one tall matrix
+    each (``matrix_fields``: matmul's linear layer), B a matrix.  The caller checks the
+    dtypes and that alpha and beta are floats.
 
     Where the context's ``decide`` is set (matmul's and gemm's ways in for small matrices,
     where the same checks in Python cost more than a 16x16 product) it first decides:
     SMALL_REFUSED when A, B or C is not an ``ndarray`` (a subclass, or another library's
-    array with the same attributes: matmul asks before it checks their types), the shapes do not match or a stride is not whole elements (the
-    general path says what is wrong) or C may overlap A or B (an ``out=``; the general path
-    computes into a new array and copies), SMALL_PLANNED for a product the planner must
-    place (``small_product_route``), else it computes the product: SMALL_DONE.  Without
-    ``decide`` it computes the product the planner placed here."""
+    array with the same attributes: matmul asks before it checks their types), B is not a
+    matrix, A or C does not fold, their shapes do not match or a stride is not whole
+    elements (the general path says what is wrong), or C may overlap A or B (an ``out=``;
+    the general path computes into a new array and copies); SMALL_PLANNED for a product the
+    planner must place (``small_product_route``); else it computes the product: SMALL_DONE.
+    Without ``decide`` it computes the product the planner placed here (2-D operands)."""
     if count != CALL_ARGUMENTS:
         store_word(answer, SMALL_REFUSED)
         return
@@ -108,33 +136,31 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         return
     alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
     beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
-    a_shape, b_shape = word_at(a_object + ARRAY_SHAPE), word_at(b_object + ARRAY_SHAPE)
-    c_shape = word_at(c_object + ARRAY_SHAPE)
-    a_strides, b_strides = word_at(a_object + ARRAY_STRIDES), word_at(b_object + ARRAY_STRIDES)
-    c_strides = word_at(c_object + ARRAY_STRIDES)
-    m, k, k_b, n = word_at(a_shape), word_at(a_shape + 8), word_at(b_shape), word_at(b_shape + 8)
+    size = element_size(like)
+    count_a, m, k, rs_a, cs_a, readable_a = matrix_fields(a_object, size)
+    count_b, k_b, n, rs_b, cs_b, readable_b = matrix_fields(b_object, size)
+    count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size)
     a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
     c_data = word_at(c_object + ARRAY_DATA)
-    a_bytes = (word_at(a_strides), word_at(a_strides + 8))
-    b_bytes = (word_at(b_strides), word_at(b_strides + 8))
-    c_bytes = (word_at(c_strides), word_at(c_strides + 8))
-    size = element_size(like)
     if decide:
-        if word_at(c_shape) != m or word_at(c_shape + 8) != n or k != k_b:
+        if (
+            not (readable_a and readable_b and readable_c)
+            or count_b != 0
+            or count_c != count_a
+            or m_c != m
+            or n_c != n
+            or k != k_b
+        ):
             store_word(answer, SMALL_REFUSED)
             return
-        for stride in (a_bytes[0], a_bytes[1], b_bytes[0], b_bytes[1], c_bytes[0], c_bytes[1]):
-            if stride % size:
-                store_word(answer, SMALL_REFUSED)
-                return
-        c_span = byte_span(c_data, (m, n), c_bytes, size)
-        if spans_meet(c_span, byte_span(a_data, (m, k), a_bytes, size)) or spans_meet(
-            c_span, byte_span(b_data, (k, n), b_bytes, size)
+        c_span = byte_span(c_data, (m, n), (rs_c * size, cs_c * size), size)
+        if spans_meet(c_span, byte_span(a_data, (m, k), (rs_a * size, cs_a * size), size)) or spans_meet(
+            c_span, byte_span(b_data, (k, n), (rs_b * size, cs_b * size), size)
         ):
             store_word(answer, SMALL_REFUSED)
             return
         route = small_product_route(
-            narrow, m, n, k, a_bytes[1] // size, b_bytes[0] // size, b_bytes[1] // size,
+            narrow, m, n, k, cs_a, rs_b, cs_b,
             word_at(context + 8 * MAX_VOLUME), word_at(context + 8 * MIN_STREAM), word_at(context + 8 * FEW_ROWS),
             like,
         )
@@ -144,10 +170,8 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     origin = 0
     gemm_unpacked(
         shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident, m, n, k, alpha, beta,
-        buffer_at(a_data, like), origin, a_bytes[0] // size, a_bytes[1] // size,
-        buffer_at(b_data, like), origin, b_bytes[0] // size, b_bytes[1] // size,
-        buffer_at(c_data, like), origin, c_bytes[0] // size, c_bytes[1] // size,
-        word_at(context + 8 * KC), buffer_at(word_at(context + 8 * SCRATCH), like),
+        buffer_at(a_data, like), origin, rs_a, cs_a, buffer_at(b_data, like), origin, rs_b, cs_b,
+        buffer_at(c_data, like), origin, rs_c, cs_c, word_at(context + 8 * KC), buffer_at(word_at(context + 8 * SCRATCH), like),
         buffer_at(word_at(context + 8 * SUMS), like),
     )
     store_word(answer, SMALL_DONE)
