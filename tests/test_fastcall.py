@@ -185,3 +185,44 @@ def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_o
     stack_b = random_matrix(rng, (1, 12, 7), dtype)
     c = np.full((1, 4, 7), np.nan, dtype)
     assert runners.run_small(base[:1], stack_b, c, np.dtype(dtype)) == SMALL_REFUSED and np.isnan(c).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(dtype):
+    """A vector is a row of A or a column of B, its result a vector or a NumPy scalar: computed
+    in the small way in with the bits of the matrix product, strided vectors too; empty ones
+    are left to the planner; matmul returns NumPy's types and shapes."""
+    _ways_in_in_use(dtype)
+    rng = np.random.default_rng(6)
+    w = random_matrix(rng, (5, 7), dtype)
+    x, y = random_matrix(rng, (1, 7), dtype)[0], random_matrix(rng, (1, 5), dtype)[0]
+    strided = np.repeat(x, 2)[::2]
+    cases = [  # (name, a, b, C, the product of A and B as matrices)
+        ("matrix @ vector", w, x, np.empty(5, dtype), chain_reference(1.0, w, x[:, None])[:, 0]),
+        ("vector @ matrix", y, w, np.empty(7, dtype), chain_reference(1.0, y[None, :], w)[0]),
+        ("strided vector", w, strided, np.empty(5, dtype), chain_reference(1.0, w, x[:, None])[:, 0]),
+        (
+            "F-ordered matrix",
+            np.asfortranarray(w),
+            x,
+            np.empty(5, dtype),
+            chain_reference(1.0, w, x[:, None])[:, 0],
+        ),
+        (
+            "vector @ vector",
+            x,
+            strided,
+            np.empty((), dtype),
+            chain_reference(1.0, x[None, :], x[:, None])[0, 0],
+        ),
+    ]
+    for name, a, b, c, expected in cases:
+        assert runners.run_small(a, b, c, np.dtype(dtype)) == SMALL_DONE, name
+        assert np.array_equal(c, expected), name
+        got = smallgemm.matmul(a, b)
+        want = np.matmul(a, b)
+        assert type(got) is type(want) and np.shape(got) == np.shape(want), name
+        assert np.array_equal(got, expected), name
+    empty = np.empty(0, dtype)
+    assert runners.run_small(empty, empty, np.empty((), dtype), np.dtype(dtype)) == SMALL_PLANNED
+    assert smallgemm.matmul(empty, empty) == 0 and type(smallgemm.matmul(empty, empty)) is dtype

@@ -166,9 +166,11 @@ class Prepared:
             self, "unpacked", entries.UNPACKED, np.array(list(context.values()), np.int64)
         )
         context["decide"] = True
+        # Fetched once a product has needed the unpacked entry, or the vector one (products
+        # with a vector take this way too): small products are then in use.
         self.small = FirstSmall(
             FirstCall(self, "small", entries.UNPACKED, np.array(list(context.values()), np.int64)),
-            (entries.UNPACKED,),
+            (entries.UNPACKED, entries.VECTOR),
             SMALL_REFUSED,
         )
         self.one, self.zero = dtype.type(1), dtype.type(0)

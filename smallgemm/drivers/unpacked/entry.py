@@ -50,24 +50,33 @@ def byte_span(data, shape, strides, itemsize):
 
 
 @subroutine(inline=True)
-def matrix_fields(obj, size):
+def matrix_fields(obj, size, vector_as_row):
     """(matrices, rows, columns, row stride, column stride, readable) of the ndarray at the
-    address ``obj`` as one matrix: its two dimensions (matrices 0), or its three with the first
+    address ``obj`` as one matrix, strides in elements: its two dimensions (matrices 0); a
+    vector as one row (``vector_as_row``) or one column, a 0-d array as one element (matrices
+    0: matmul's operands and results with vectors); or its three dimensions with the first
     two merged where each matrix's rows follow the previous matrix's at one row stride (a
-    stack folded into one tall matrix: matmul's linear layer); strides in elements.  Not
-    readable where a stride is not a whole number of elements, the first two dimensions do
-    not merge, or it has another number of dimensions."""
+    stack folded into one tall matrix: matmul's linear layer).  Not readable where a stride
+    is not a whole number of elements, the first two dimensions do not merge, or it has more
+    dimensions."""
     ndim = int32_at(obj + ARRAY_NDIM)
+    if ndim > 3:
+        return 0, 0, 0, 0, 0, False
     shape, strides = word_at(obj + ARRAY_SHAPE), word_at(obj + ARRAY_STRIDES)
-    if ndim == 2:
-        count, rows, cols, rs, cs = 0, word_at(shape), word_at(shape + 8), word_at(strides), word_at(strides + 8)
-        merged = True
-    else:
+    count, rows, cols, rs, cs, merged = 0, 1, 1, size, size, True  # 0-d: one element
+    if ndim == 1:
+        if vector_as_row:
+            cols, cs = word_at(shape), word_at(strides)
+        else:
+            rows, rs = word_at(shape), word_at(strides)
+    elif ndim == 2:
+        rows, cols, rs, cs = word_at(shape), word_at(shape + 8), word_at(strides), word_at(strides + 8)
+    elif ndim == 3:
         count, each, cols = word_at(shape), word_at(shape + 8), word_at(shape + 16)
         step, rs, cs = word_at(strides), word_at(strides + 8), word_at(strides + 16)
         if each == 1:
             rs = step  # one row a matrix: the rows are the matrices
-        merged = ndim == 3 and (count == 1 or each == 1 or step == each * rs)
+        merged = count == 1 or each == 1 or step == each * rs
         rows = count * each
     whole = rs % size == 0 and cs % size == 0
     return count, rows, cols, rs // size, cs // size, merged and whole
@@ -109,14 +118,16 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     """C = alpha*A.B + beta*C, called from Python as a builtin (``simd.fastcall``) with
     (A, B, C, alpha, beta): arrays of ``like``'s dtype, C not overlapping A or B, and
     Python floats.  A and C are matrices, or stacks of them that fold into one tall matrix
-    each (``matrix_fields``: matmul's linear layer), B a matrix.  The caller checks the
-    dtypes and that alpha and beta are floats.
+    each (``matrix_fields``: matmul's linear layer), B a matrix; or A or B is a vector (a
+    row of A, a column of B) and C the vector or 0-d array of their product.  The caller
+    checks the dtypes, that alpha and beta are floats, and that C has the dimensions of
+    matmul's result (the routine checks its rows and columns).
 
     Where the context's ``decide`` is set (matmul's and gemm's ways in for small matrices,
     where the same checks in Python cost more than a 16x16 product) it first decides:
     SMALL_REFUSED when A, B or C is not an ``ndarray`` (a subclass, or another library's
-    array with the same attributes: matmul asks before it checks their types), B is not a
-    matrix, A or C does not fold, their shapes do not match or a stride is not whole
+    array with the same attributes: matmul asks before it checks their types), B is a
+    stack, A or C does not fold, their shapes do not match or a stride is not whole
     elements (the general path says what is wrong), or C may overlap A or B (an ``out=``;
     the general path computes into a new array and copies); SMALL_PLANNED for a product the
     planner must place (``small_product_route``); else it computes the product: SMALL_DONE.
@@ -137,9 +148,10 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
     beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
     size = element_size(like)
-    count_a, m, k, rs_a, cs_a, readable_a = matrix_fields(a_object, size)
-    count_b, k_b, n, rs_b, cs_b, readable_b = matrix_fields(b_object, size)
-    count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size)
+    a_vector = int32_at(a_object + ARRAY_NDIM) == 1  # then C is a row, else a column or matrix
+    count_a, m, k, rs_a, cs_a, readable_a = matrix_fields(a_object, size, True)
+    count_b, k_b, n, rs_b, cs_b, readable_b = matrix_fields(b_object, size, False)
+    count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size, a_vector)
     a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
     c_data = word_at(c_object + ARRAY_DATA)
     if decide:
