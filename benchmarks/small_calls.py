@@ -5,8 +5,8 @@
 
 What a call costs where the product itself is a fraction of a microsecond: 2-D
 products with and without ``out=``, 64^3, stacks along one batch axis (1000 products
-of 16^3, 8^3 and 4^3 among them), a stack times one matrix, and ``gemm`` against the
-NumPy code that does the same.  Each row times runs of calls in timeit's loop
+of 16^3, 8^3 and 4^3 among them), a stack times one matrix, 3x3 matrices and 3-vectors,
+and ``gemm`` against the NumPy code that does the same.  Each row times runs of calls in timeit's loop
 (``CALLS`` calls, one timer read per run: a timer around each call would add ~0.3 us
 to both sides), smallgemm and NumPy interleaved in this one process
 (``targets.compare``), without the OpenBLAS forcing variables; the medians are per
@@ -104,6 +104,11 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
         )
     x, w = rand(4, 8, 32, dtype=dtype), rand(32, 32, dtype=dtype)
     matmul_rows(f"{kind} [4,8,32] @ [32,32] (folded)", threads, "", x, w)
+    # Small matrices and vectors (astropy's 3x3 rotations of 3-vectors).
+    m3, v3 = rand(3, 3, dtype=dtype), rand(1, 3, dtype=dtype)[0]
+    matmul_rows(f"{kind} 3x3 @ 3 (a vector)", threads, "", m3, v3)
+    matmul_rows(f"{kind} 3 @ 3x3", threads, "", v3, m3)
+    matmul_rows(f"{kind} 3 @ 3 (a scalar)", threads, "", v3, v3)
 
 
 def breakdown() -> None:
