@@ -5,8 +5,9 @@ arguments as object pointers, without Numba's unboxing (~0.03 us an argument, ~0
 array). It reads what it needs at these byte offsets: NumPy's ``PyArrayObject_fields``
 (public since NumPy 1.7, unchanged in 2.x) and CPython's ``PyFloatObject``, each after
 the 16-byte object header of CPython's default build. ``layout_holds`` checks them
-against live objects at import; where it fails (another build of CPython), nothing
-calls compiled code this way.
+against live objects when this module is imported, which fails with ImportError on a
+build that lays them out otherwise (CPython's free-threaded build, which Numba does not
+support either).
 """
 
 from __future__ import annotations
@@ -129,3 +130,10 @@ def store_word(typingctx, at, value):
         return context.get_dummy_value()
 
     return types.void(at, value), codegen
+
+
+if not layout_holds():
+    raise ImportError(
+        "smallgemm reads NumPy arrays and Python floats at the offsets of CPython's default build, "
+        "and this interpreter lays them out otherwise"
+    )
