@@ -167,7 +167,7 @@ def each_on_all_workers(
 def stack_worth_threads(config: KernelConfig, count: int, m: int, n: int, k: int, dtype: np.dtype) -> bool:
     """Whether a stack of ``count`` products is worth sharing out whole between threads: its
     multiply-adds, each product counted with the kernel's ``stack_product_overhead`` more, from
-    ``parallel_min_stack_volume`` (the compiled small way in, ``batched.small_stack_entry``,
+    ``parallel_min_stack_volume`` (the compiled small way in, ``batched.stack_call``,
     applies the same rule)."""
     size = dtype.itemsize
     volume = count * (m * n * k + config.stack_product_overhead.of(size))

@@ -91,7 +91,7 @@ def spans_meet(x_span, y_span):
 @subroutine(inline=True)
 def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
-    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_entry``)."""
+    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``)."""
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
