@@ -290,7 +290,11 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                     strategies.run(1.0, a, b, 0.0, c_rows)
                     return c
             else:
-                route = prep.small_stack(a, b, c, _workers() > 1)
+                # Asked as if threads may run (the thread count costs ~0.12 us of a ~1 us
+                # call), and again on one thread for a stack planned where that matters.
+                route = prep.small_stack(a, b, c, True)
+                if route == SMALL_PLANNED and _workers() == 1:
+                    route = prep.small_stack(a, b, c, False)
                 if route == SMALL_DONE:
                     return c
                 if route == SMALL_PLANNED:
