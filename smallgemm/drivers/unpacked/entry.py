@@ -171,6 +171,11 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         ):
             store_word(answer, SMALL_REFUSED)
             return
+        if n == 1 and cs_a != 1 and int32_at(b_object + ARRAY_NDIM) == 1:
+            # A matrix without contiguous rows times a vector: matmul's vector way turns it
+            # into a vector times rows (the tiles would compute a vector's width per column).
+            store_word(answer, SMALL_PLANNED)
+            return
         route = small_product_route(
             narrow, m, n, k, cs_a, rs_b, cs_b,
             word_at(context + 8 * MAX_VOLUME), word_at(context + 8 * MIN_STREAM), word_at(context + 8 * FEW_ROWS),
