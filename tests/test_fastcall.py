@@ -191,8 +191,9 @@ def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_o
 def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(dtype):
     """A vector is a row of A or a column of B, its result a vector or a NumPy scalar: computed
     in the small way in with the bits of the matrix product, strided vectors too.  Empty ones,
-    and an F-ordered matrix times a vector (matmul's vector way turns it into a vector times
-    rows), are left to the planner.  matmul returns NumPy's types and shapes."""
+    and an F-ordered matrix past the kernel's ``column_tiles_max`` times a vector or a column
+    (the planner turns it into a vector times rows), are left to the planner.  matmul returns
+    NumPy's types and shapes."""
     _ways_in_in_use(dtype)
     rng = np.random.default_rng(6)
     w = random_matrix(rng, (5, 7), dtype)
@@ -217,10 +218,19 @@ def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(dtype):
         want = np.matmul(a, b)
         assert type(got) is type(want) and np.shape(got) == np.shape(want), name
         assert np.array_equal(got, expected), name
-    column = chain_reference(1.0, w, x[:, None])[:, 0]
-    f_ordered = np.asfortranarray(w)
-    assert runners.run_small(f_ordered, x, np.empty(5, dtype), np.dtype(dtype)) == SMALL_PLANNED
-    assert np.array_equal(smallgemm.matmul(f_ordered, x), column)
+    # An A without contiguous rows times one column: on the tiles up to the kernel's
+    # column_tiles_max elements of A, planned (turned into a row times rows) past it.
+    limit = prepared.current_prepared(np.dtype(dtype)).config.column_tiles_max
+    side = int(limit**0.5) + 1
+    for rows, route in ((5, SMALL_DONE), (side, SMALL_PLANNED)):
+        a = np.asfortranarray(random_matrix(rng, (rows, side), dtype))
+        v = random_matrix(rng, (1, side), dtype)[0]
+        column = chain_reference(1.0, a, v[:, None])[:, 0]
+        c = np.full(rows, np.nan, dtype)
+        assert runners.run_small(a, v, c, np.dtype(dtype)) == route, rows
+        assert np.array_equal(c, column) if route == SMALL_DONE else np.isnan(c).all()
+        assert np.array_equal(smallgemm.matmul(a, v), column)
+        assert np.array_equal(smallgemm.matmul(a, v[:, None])[:, 0], column)
     empty = np.empty(0, dtype)
     assert runners.run_small(empty, empty, np.empty((), dtype), np.dtype(dtype)) == SMALL_PLANNED
     assert smallgemm.matmul(empty, empty) == 0 and type(smallgemm.matmul(empty, empty)) is dtype

@@ -67,12 +67,12 @@ def batch_entry(
 # A, B and C the routine reads, and of ``True``; and the address of a buffer for the
 # matrices' offsets, three runs of STACK_CALL_PRODUCTS.
 STACK_CONTEXT = (
-    "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "parallel_volume",
-    "product_overhead", "array_type", "true", "offsets",
+    "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
+    "parallel_volume", "product_overhead", "array_type", "true", "offsets",
 )
 (
     STACK_LANE_SUMS, STACK_KC, STACK_SCRATCH, STACK_SUMS, STACK_MAX_VOLUME, STACK_MIN_STREAM, STACK_FEW_ROWS,
-    STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD, STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
+    STACK_COLUMN_TILES, STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD, STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
 # longer stack is planned (``run_batch``), whose Python costs ~3 us more: under 2 %.
@@ -144,7 +144,8 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     route = small_product_route(
         narrow, m, n, k, cs_a, rs_b, cs_b, word_at(context + 8 * STACK_MAX_VOLUME),
-        word_at(context + 8 * STACK_MIN_STREAM), word_at(context + 8 * STACK_FEW_ROWS), like,
+        word_at(context + 8 * STACK_MIN_STREAM), word_at(context + 8 * STACK_FEW_ROWS),
+        word_at(context + 8 * STACK_COLUMN_TILES), like,
     )
     threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
     work = products * (m * n * k + word_at(context + 8 * STACK_PRODUCT_OVERHEAD))

@@ -153,6 +153,7 @@ class Prepared:
             config.unpacked_max_volume.of(dtype.itemsize),
             config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,
+            config.column_tiles_max,
         )
         workspace_at = (self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data)
         context = dict(

@@ -89,13 +89,16 @@ def spans_meet(x_span, y_span):
 
 
 @subroutine(inline=True)
-def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, a):
+def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, column_tiles, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
-    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``)."""
+    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``);
+    ``column_tiles``: the kernel's ``column_tiles_max``."""
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
     if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
+        return SMALL_PLANNED
+    if n == 1 and cs_a != 1 and m * k > column_tiles:
         return SMALL_PLANNED
     if n > 1 and 2 * n <= tile_cols(narrow, a) and m > few_rows:
         return SMALL_PLANNED
@@ -107,8 +110,13 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
 # or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
 # addresses of the workspace's scratch tile and sums; the small-product limits; and the
 # address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
-CALL_CONTEXT = ("decide", "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "array_type")
-DECIDE, LANE_SUMS, KC, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, ARRAY_TYPE = range(len(CALL_CONTEXT))
+CALL_CONTEXT = (
+    "decide", "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
+    "array_type",
+)
+DECIDE, LANE_SUMS, KC, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, COLUMN_TILES, ARRAY_TYPE = range(
+    len(CALL_CONTEXT)
+)
 # What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python floats).
 CALL_ARGUMENTS = 5
 
@@ -171,15 +179,10 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         ):
             store_word(answer, SMALL_REFUSED)
             return
-        if n == 1 and cs_a != 1 and int32_at(b_object + ARRAY_NDIM) == 1:
-            # A matrix without contiguous rows times a vector: matmul's vector way turns it
-            # into a vector times rows (the tiles would compute a vector's width per column).
-            store_word(answer, SMALL_PLANNED)
-            return
         route = small_product_route(
             narrow, m, n, k, cs_a, rs_b, cs_b,
             word_at(context + 8 * MAX_VOLUME), word_at(context + 8 * MIN_STREAM), word_at(context + 8 * FEW_ROWS),
-            like,
+            word_at(context + 8 * COLUMN_TILES), like,
         )
         if route == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
