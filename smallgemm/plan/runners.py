@@ -219,8 +219,9 @@ def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, siz
 
 def run_small(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
     """C = A.B if it is a small product, deciding so in compiled code (matmul's way in for
-    small matrices: ``unpacked.unpacked_call`` with ``decide``).  A, B and C are 2-D
-    arrays of one float dtype (nothing else is checked here: the routine would read another
+    small matrices: ``unpacked.unpacked_call`` with ``decide``).  A, B and C are arrays of
+    one float dtype, each a matrix, a vector or a stack that folds (``unpacked.matrix_fields``),
+    as matmul's result has them (nothing else is checked here: the routine would read another
     dtype's memory as this one's).  Returns SMALL_DONE, SMALL_PLANNED (a
     valid product for ``run``) or SMALL_REFUSED (for the caller's general path, which
     says what is wrong: mismatched shapes or part-element strides; or, before any product
@@ -251,9 +252,7 @@ def run_small_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype
     ``ndarray``, stacks whose shapes differ, a C of another shape, part-element strides or
     overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
     unpacked one, any stack: see ``FirstSmall``).  ``dtype``: theirs."""
-    prep = prepared.per_thread.last
-    if prep.given_at != in_force.generation or prep.dtype is not dtype:
-        prep = prepared.current_prepared(dtype)
+    prep = prepared.current_prepared(dtype)
     return prep.small_stack(a, b, c, threads.workers() > 1)
 
 
