@@ -6,7 +6,6 @@ answers and their references, and the arrays the routine must refuse.
 import sys
 
 import numpy as np
-import pytest
 from conftest import random_matrix
 from numba import types
 from reference import chain_reference
@@ -90,8 +89,7 @@ class _LookAlike:
         return self.array
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_small_way_in_refuses_what_is_not_an_ndarray(dtype):
+def test_the_small_way_in_refuses_what_is_not_an_ndarray(kernel, dtype):
     """Subclasses and look-alikes are refused by the routine (matmul asks before it checks
     their types) and computed by the general path: NumPy's result and type."""
     _ways_in_in_use(dtype)
@@ -118,8 +116,7 @@ def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():
     assert prep.small.__self__[4] == prep.workspace.sums.ctypes.data
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stacks(dtype):
+def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stacks(kernel, dtype):
     """The stack's builtin refuses subclasses, look-alikes and a misaligned stack (the general
     path computes them: NumPy's result and type), and plans a stack longer than its offsets
     buffer on one thread, which the batch loop computes with the same bits."""
@@ -148,8 +145,7 @@ def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stack
         assert np.array_equal(got[t], chain_reference(1.0, a[t], b[t]))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_on(dtype):
+def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_on(kernel, dtype):
     """A stack of matrices times one (a linear layer) is one tall product where each matrix's
     rows follow the previous one's at one stride (C order, one matrix, one row each, every other
     row): computed,
@@ -187,8 +183,7 @@ def test_the_small_way_in_folds_a_stack_times_one_matrix_where_its_rows_follow_o
     assert runners.run_small(base[:1], stack_b, c, np.dtype(dtype)) == SMALL_REFUSED and np.isnan(c).all()
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(dtype):
+def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(kernel, dtype):
     """A vector is a row of A or a column of B, its result a vector or a NumPy scalar: computed
     in the small way in with the bits of the matrix product, strided vectors too.  Empty ones,
     and an F-ordered matrix past the kernel's ``column_tiles_max`` times a vector or a column
@@ -233,4 +228,6 @@ def test_the_small_way_in_takes_a_matrix_and_a_vector_or_two_vectors(dtype):
         assert np.array_equal(smallgemm.matmul(a, v[:, None])[:, 0], column)
     empty = np.empty(0, dtype)
     assert runners.run_small(empty, empty, np.empty((), dtype), np.dtype(dtype)) == SMALL_PLANNED
-    assert smallgemm.matmul(empty, empty) == 0 and type(smallgemm.matmul(empty, empty)) is dtype
+    assert (
+        smallgemm.matmul(empty, empty) == 0 and type(smallgemm.matmul(empty, empty)) is np.dtype(dtype).type
+    )
