@@ -135,3 +135,59 @@ def test_a_caller_loaded_from_the_cache_lowers_no_subroutine(tmp_path):
     """
     assert _run(tmp_path, script).split() == ["9.0", "1", "0"]  # compiled, and saved
     assert _run(tmp_path, script).split() == ["9.0", "0", "1"]  # loaded: nothing lowered
+
+
+def _count_function_rounds(monkeypatch) -> list:
+    """Record each library whose functions Numba's first optimisation round runs on."""
+    from smallgemm.simd import optimised_once
+
+    rounds = []
+    original = optimised_once._optimize_functions
+    monkeypatch.setattr(
+        optimised_once,
+        "_optimize_functions",
+        lambda library, module: rounds.append(library) or original(library, module),
+    )
+    return rounds
+
+
+def test_engine_code_skips_the_function_round_and_other_code_keeps_it(monkeypatch):
+    """Within ``engine_code`` a compile leaves all optimisation to finalising its library; a user's
+    function compiled outside it is optimised as Numba does; both compute the same."""
+    from smallgemm.simd.optimised_once import engine_code
+
+    rounds = _count_function_rounds(monkeypatch)
+
+    def product(x, y):
+        return x * y + 1.0
+
+    users = njit(product)
+    assert users(3.0, 4.0) == 13.0
+    assert rounds, "a user's function is optimised function by function"
+    rounds.clear()
+    engines = njit(product)
+    with engine_code():
+        engines.compile((types.float64, types.float64))
+    assert rounds == []
+    assert engines(3.0, 4.0) == 13.0
+
+
+def test_engine_code_is_per_thread_and_restored_after_an_error():
+    """The scope holds on the thread that entered it only, and ends when it raises."""
+    import threading
+
+    from smallgemm.simd import optimised_once
+    from smallgemm.simd.optimised_once import engine_code
+
+    def in_scope() -> bool:
+        return getattr(optimised_once._context, "engine", False)
+
+    seen = []
+    with pytest.raises(RuntimeError), engine_code():
+        worker = threading.Thread(target=lambda: seen.append(in_scope()))
+        worker.start()
+        worker.join()
+        seen.append(in_scope())
+        raise RuntimeError
+    assert seen == [False, True]
+    assert not in_scope()

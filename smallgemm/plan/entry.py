@@ -20,6 +20,7 @@ from numba import from_dtype, types
 
 from ..simd import TileShapeType
 from ..simd import linked as linked_routines
+from ..simd.optimised_once import engine_code
 
 KINDS = frozenset(
     {
@@ -145,7 +146,8 @@ class Entry:
             with self._lock:  # compile (or load from the cache) once, even under threads
                 fn = self.loaded.get(key)
                 if fn is None:
-                    with linked_routines.lazily():  # routines are linked at their first call
+                    # Routines are linked at their first call.
+                    with linked_routines.lazily(), engine_code():
                         fn = self.dispatcher.compile(entry_types(self.kinds, kernel, dtype))
                     self.loaded[key] = fn
         return fn

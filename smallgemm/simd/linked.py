@@ -46,6 +46,8 @@ from numba.core import caching, cgutils, codegen
 from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
+from .optimised_once import engine_code
+
 # Every loop starts on a 64-byte boundary: where the JIT places a routine then leaves the
 # speed of its loops alone (unaligned, one build of the row stream ran 4-9 % slower than
 # another with the same loops, one core of AMD Zen 4).
@@ -116,7 +118,7 @@ class Linked:
         with _lock:
             function = self.compiled.get(argtypes)
             if function is None:
-                with lazily(not callees):
+                with lazily(not callees), engine_code():
                     function = cfunc(types.void(*argtypes), cache=True)(self.pyfunc)
                 if callees:
                     self.complete.add(argtypes)  # compiled or loaded outside ``lazily``: linked

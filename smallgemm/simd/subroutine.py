@@ -29,6 +29,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.extending import _Intrinsic
 from numba.core.registry import cpu_target
 
+from .optimised_once import engine_code
+
 
 class Subroutine:
     """A function compiled to IR once per argument types (``compile``), for callers to link in."""
@@ -57,9 +59,10 @@ class Subroutine:
         flags.no_cpython_wrapper = True
         flags.no_cfunc_wrapper = True
         flags.forceinline = self.inline
-        result = compiler.compile_internal(
-            typingctx, targetctx, library, self.pyfunc, argtypes, None, flags, {}
-        )
+        with engine_code():  # optimised in each caller's module, with the caller
+            result = compiler.compile_internal(
+                typingctx, targetctx, library, self.pyfunc, argtypes, None, flags, {}
+            )
         return result, _LinkableIR(library)
 
 
