@@ -19,6 +19,7 @@ from test_packing import expected_a
 from smallgemm.drivers import blocked, packing
 from smallgemm.drivers.unpacked import row_dots, stream
 from smallgemm.kernels import KERNELS
+from smallgemm.kernels.shared import SHORT_ROWS
 from smallgemm.plan import dispatch, entries
 from smallgemm.simd import address
 
@@ -129,24 +130,38 @@ ROUTES = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import smallgemm
     from reference import chain_reference
+    from smallgemm.drivers import blocked
+    from smallgemm.kernels.shared import SHORT_ROWS
+    from smallgemm.plan import dispatch
     from smallgemm.drivers.unpacked import row_dots, tiles
 
     smallgemm.set_num_threads(1)
     rng = np.random.default_rng(3)
     reached = lambda routine: len(routine.linked.compiled)
-    a, b = (rng.standard_normal((16, 16)).astype(np.float32) for _ in range(2))
+    held = dispatch.current().resident  # the largest B the kernel holds in registers
+    k, n = held.depth, held.vectors * held.bits // 32
+    a, b = rng.standard_normal((16, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     assert np.array_equal(smallgemm.matmul(a, b), chain_reference(1.0, a, b))
     print("resident", reached(tiles.resident_tiles), "gemv", reached(row_dots.gemv_rows))
     x, w = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 300)).astype(np.float32)
     assert np.array_equal(smallgemm.matmul(x, w), chain_reference(1.0, x, w))
     print("gemv", reached(row_dots.gemv_rows))
+    mr = dispatch.current().mr()
+    for short in (SHORT_ROWS + 1, SHORT_ROWS):  # rows in the last panel of the product's one block
+        rows = 300 // mr * mr + short
+        a, b = rng.standard_normal((rows, 300)), np.asfortranarray(rng.standard_normal((300, 300)))
+        assert smallgemm.explain(a, b).block_sizes[0] >= rows
+        assert np.array_equal(smallgemm.matmul(a, b), chain_reference(1.0, a, b))
+        print("short rows", reached(blocked.short_rows_tile))
 """)
 
 
 def test_a_product_links_only_the_routines_its_route_reaches(tmp_path):
-    """Compiled in process into an empty cache, then loaded from it in a fresh process: a 16x16
+    """Compiled in process into an empty cache, then loaded from it in a fresh process: a tiny
     product links B held in registers (``resident_tiles``) and not the one-row routine
-    (``gemv_rows``), which the first one-row product links; both give the chain's bits."""
+    (``gemv_rows``), which the first one-row product links; a blocked product links the
+    short-rows tile only once a block ends in a panel of at most SHORT_ROWS rows (if MR is more).  All give the
+    chain's bits."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SMALLGEMM_FIRST_USE": "compile"}
     script = ROUTES.format(tests=os.path.dirname(__file__))
     for _ in range(2):
@@ -154,7 +169,13 @@ def test_a_product_links_only_the_routines_its_route_reaches(tmp_path):
             [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=600
         )
         assert run.returncode == 0, run.stdout + run.stderr
-        assert run.stdout.split("\n")[:2] == ["resident 1 gemv 0", "gemv 1"], run.stdout
+        short_tile = int(dispatch.current().mr() > SHORT_ROWS)  # a kernel with MR <= SHORT_ROWS has none
+        assert run.stdout.split("\n")[:4] == [
+            "resident 1 gemv 0",
+            "gemv 1",
+            "short rows 0",
+            f"short rows {short_tile}",
+        ], run.stdout
 
 
 PRANGE = textwrap.dedent("""

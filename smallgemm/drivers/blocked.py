@@ -71,23 +71,30 @@ def block_merge(pc, depth, k, alpha, beta, c):
 
 
 @linked
-def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
-    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels.
+def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
+    """A short last row panel (at most SHORT_ROWS rows) times one packed B panel: a
+    SHORT_ROWS-row tile reading the packed panel with its MR stride, same FMA chains, same
+    bits.  A routine of its own, compiled only when a block ends in such a panel (a first 300^3
+    product does not reach it), called once per panel of ``depth`` x NR multiply-adds."""
+    direct_microkernel(
+        tile_with_rows(shape, SHORT_ROWS), depth, abuf, a_off, 1, tile_rows(shape), bbuf, b_off,
+        tile_cols(shape, bbuf), c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch,
+    )
 
-    A short last row panel is computed by a SHORT_ROWS-row tile reading the
-    packed panel with its MR stride: same FMA chains, same bits.
-    """
+
+@linked
+def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
+    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels; a short
+    last row panel on ``short_rows_tile``."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
-    short = tile_with_rows(shape, SHORT_ROWS)
-    unit = 1
     for jr in range(0, cols, nr):
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
             live_rows = min(mr, rows - ir)
             if live_rows <= SHORT_ROWS < mr:
-                direct_microkernel(
-                    short, depth, abuf, a_off + ir * depth, unit, mr, bbuf, b_off + jr * depth, nr,
+                short_rows_tile(
+                    shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth,
                     c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
                 )
                 continue
