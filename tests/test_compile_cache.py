@@ -151,8 +151,8 @@ def test_concurrent_saves_of_different_signatures_keep_each_its_own_code(tmp_pat
     assert [reader.load(key) for key in ("s1", "s2")] == ["code of s1", "code of s2"]
 
 
-# Matrix-vector products: the lightest entry (VECTOR) and the routines it links, so that both
-# processes save signatures of the same functions at about the same time.
+# Matrix-vector products: one light entry (UNPACKED) and the row-dots routines it links, so that
+# both processes save signatures of the same functions at about the same time.
 TWO_AT_ONCE = """
 import numpy as np, smallgemm
 for dtype in {order}:

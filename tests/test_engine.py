@@ -212,7 +212,7 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     """A thread's prepared state compiles (or loads) an entry only when a call first needs it:
     a fresh installation's first product compiles what it runs, not every entry."""
     prep = prepared.Prepared(kernel, dtype, in_force.version)
-    names = ("blocked", "unpacked", "small", "batched", "small_stack", "vector")
+    names = ("blocked", "unpacked", "small", "batched", "small_stack")
     first = (prepared.FirstUse, prepared.FirstSmall)
     assert all(isinstance(getattr(prep, name), first) for name in names)
     rng = np.random.default_rng(5)
@@ -221,7 +221,7 @@ def test_a_prepared_state_fetches_each_entry_on_first_use(kernel, dtype):
     assert prep.unpacked(a, b, c, 1.0, 0.0) == SMALL_DONE
     assert_close(c, 1.0, a, b)
     assert type(prep.unpacked) is type(len)  # the routine's builtin, in the slot
-    assert [isinstance(getattr(prep, name), first) for name in names] == [True, False, True, True, True, True]
+    assert [isinstance(getattr(prep, name), first) for name in names] == [True, False, True, True, True]
 
 
 def test_the_small_way_in_compiles_nothing_before_a_product_needs_the_unpacked_entry(kernel, dtype):

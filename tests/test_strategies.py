@@ -274,3 +274,41 @@ def test_the_pre_pass_orients_and_the_fit_rules_change_nothing(kernel_name):
                 row.fits(p)
                 assert _state(p) == before, (row.name, p.m, p.n, p.k)
         assert swapped and (turned or kernel_name == "avx512")  # both pre-pass turns were taken
+
+
+# (name, kernels, operands, threads, whether the builtin alone computes it): planned products.
+ALL_KERNELS = ("avx512", "avx2", "portable")
+PLACED = [
+    ("row dots", ALL_KERNELS, lambda r: (r(300, 200), r(200, 1)), 1, True),
+    ("direct tiles, swapped", ALL_KERNELS, lambda r: (np.asfortranarray(r(300, 256)), r(256, 1)), 1, True),
+    ("transposing stream", ALL_KERNELS, lambda r: (r(5, 150), r(260, 150).T), 1, True),
+    ("turned few rows: W copied", ("avx2",), lambda r: (r(8, 150), r(260, 150).T), 1, False),
+    ("blocked", ALL_KERNELS, lambda r: (r(300, 300), r(300, 300)), 1, False),
+    ("row dots on two threads", ALL_KERNELS, lambda r: (r(4096, 4096), r(4096, 1)), 2, False),
+]
+
+
+@pytest.mark.parametrize(
+    "kernel_name, operands, threads, on_builtin",
+    [(kernel, *case[2:]) for case in PLACED for kernel in case[1]],
+    ids=[f"{case[0]}-{kernel}" for case in PLACED for kernel in case[1]],
+)
+def test_a_product_placed_on_the_builtin_alone_runs_it_with_the_rows_bits(
+    kernel_name, operands, threads, on_builtin
+):
+    """``strategies.run`` remembers a product that an unpacked row's serial runner computes on
+    the builtin alone (no threads, no copy, its entry loaded): the next products of that key
+    skip the Problem and the runner, and give the bits the row gave, with alpha and beta."""
+    from reference import chain_reference
+
+    rng = np.random.default_rng(11)
+    a, b = operands(lambda *shape: rng.standard_normal(shape).astype(np.float32))
+    with forced_kernel(kernel_name), smallgemm.num_threads(threads):
+        strategies._placed.clear()
+        for alpha, beta in ((1.0, 0.0), (0.5, 2.0)):
+            c0 = rng.standard_normal((a.shape[0], b.shape[1])).astype(np.float32)
+            for _ in range(2):  # placed, then computed as placed: the same bits
+                c = c0.copy()
+                strategies.run(alpha, a, b, beta, c)
+                assert np.array_equal(c, chain_reference(alpha, a, b, beta, c0))
+        assert [placed.on_builtin for placed in strategies._placed.values()] == [on_builtin]

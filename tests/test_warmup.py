@@ -224,7 +224,7 @@ def test_entries_still_queued_when_a_program_ends_compile_after_it(tmp_path):
         warmup.subprocess.Popen = popen
         warmup.compiles.process, warmup.compiles.compiling = Running(), {("UNPACKED", "avx2", "float32")}
         warmup.compiles.queued = [
-            ("PARALLEL", "avx2", "float32"), ("VECTOR", "portable", "float64"), ("PACK", "avx2", "float32"),
+            ("PARALLEL", "avx2", "float32"), ("SCALE_ADD", "portable", "float64"), ("PACK", "avx2", "float32"),
         ]
     """)
     log = tmp_path / "started.jsonl"
@@ -235,7 +235,7 @@ def test_entries_still_queued_when_a_program_ends_compile_after_it(tmp_path):
     started = [json.loads(line) for line in log.read_text().splitlines()]
     assert started == [
         ["--kernel", "avx2", "--dtype", "float32", "--entry", "PARALLEL,PACK"],
-        ["--kernel", "portable", "--dtype", "float64", "--entry", "VECTOR"],
+        ["--kernel", "portable", "--dtype", "float64", "--entry", "SCALE_ADD"],
     ]
 
 

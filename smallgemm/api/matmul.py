@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 
 from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
 from ..machine.threads import workers as _workers
-from ..plan import in_force, prepared, rules, runners, strategies
+from ..plan import in_force, prepared, strategies
 from ..plan.runners import run_small_stack
 from . import ufunc_call
 from .packed import PackedMatrix
@@ -202,36 +202,6 @@ def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x
 
 
-def _vector_product(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """``a @ b`` for a matrix and a vector of one float dtype, small enough for one
-    thread, through ``runners.run_vector``; None when that does not apply."""
-    dtype = a.dtype
-    if dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
-        return None
-    size = dtype.itemsize
-    v, mat = (a, b) if a.ndim == 1 else (b, a)
-    k = v.shape[0]
-    if mat.shape[a.ndim - 1] != k:
-        return None
-    if a.ndim == 2:
-        mat = mat.T  # c = mat @ v is v @ mat.T: k x length either way
-    length = mat.shape[1]
-    s0, s1 = mat.strides
-    if length * k == 0 or v.strides[0] % size or s0 % size or s1 % size:
-        return None
-    if s0 != size and s1 != size:
-        return None
-    # The columns of mat contiguous: dots of them with v; else its rows, which v streams in order.
-    dots = s0 == size
-    if rules.worth_threads(
-        prepared.current_prepared(dtype).config, length, 1, k, True, dtype, row_stream=not dots
-    ):
-        return None
-    c = np.empty(length, dtype)
-    runners.run_vector(v, mat.T if dots else mat, c, dots)
-    return c
-
-
 def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs: Any) -> Any:
     """Matrix product with exactly ``numpy.matmul``'s semantics (see the module docstring).
 
@@ -275,8 +245,16 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             prep = _PREPARED.last
             if prep.given_at != in_force.generation or prep.dtype is not dtype:
                 prep = prepared.current_prepared(dtype)
-            if ndim_b == 1 or ndim == 1:  # a vector: planned as before (threads, row dots)
-                if prep.small(a, b, c, 1.0, 0.0) == SMALL_DONE:
+            if ndim_b == 1 or ndim == 1:  # a vector, as a row of A or a column of B
+                route = prep.small(a, b, c, 1.0, 0.0)
+                if route == SMALL_PLANNED:  # valid, not small: the planner, on views of one row or column
+                    rows = 1 if ndim == 1 else len(a)
+                    cols = 1 if ndim_b == 1 else b.shape[1]
+                    strategies.run(
+                        1.0, a.reshape(rows, a.shape[-1]), b.reshape(len(b), cols), 0.0, c.reshape(rows, cols)
+                    )
+                    route = SMALL_DONE
+                if route == SMALL_DONE:
                     return c if ndim + ndim_b > 2 else c[()]
             elif ndim_b == 2:  # A, or its stack folded into one tall matrix, times B
                 route = prep.small(a, b, c, 1.0, 0.0)
@@ -356,11 +334,6 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             if route == SMALL_PLANNED:
                 _run_stack(a, b, out)
                 return out
-        if out is None and ndim_a + ndim_b == 3:
-            # A matrix and a vector: no 2-D views, no general path.
-            c = _vector_product(a, b)
-            if c is not None:
-                return c
     if isinstance(b, PackedMatrix):
         return _matmul_packed(a, b, out, kwargs)
     return ufunc_call.call(_product, a, b, out, kwargs)

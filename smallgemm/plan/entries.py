@@ -17,7 +17,7 @@ from ..drivers.parallel import (
     prepacked_rows_parallel,
     unpacked_parallel_entry,
 )
-from ..drivers.unpacked import unpacked_entry, vector_entry
+from ..drivers.unpacked import unpacked_entry
 from .entry import Entry
 
 BLOCKED = Entry(
@@ -27,11 +27,6 @@ BLOCKED = Entry(
 )
 UNPACKED = Entry(
     unpacked_entry, shape="shape", narrow="narrow", few="few", gemv="gemv", resident="resident", like="buffer"
-)
-VECTOR = Entry(
-    vector_entry,
-    gemv="gemv", lane_sums="bool", alpha="scalar", beta="scalar", vec="vector", mat="matrix", c="out_vector",
-    kc="int", sums="buffer", rows_of_mat="bool",
 )
 PARALLEL = Entry(
     parallel_entry,

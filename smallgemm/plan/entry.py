@@ -33,10 +33,6 @@ KINDS = frozenset(
         "scalar",
         "matrix",
         "out",
-        "stack",
-        "out_stack",
-        "vector",
-        "out_vector",
         "buffer",
         "int",
         "bool",
@@ -61,10 +57,6 @@ def entry_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
         "scalar": scalar,
         "matrix": types.Array(scalar, 2, "A", readonly=True),
         "out": types.Array(scalar, 2, "A"),
-        "stack": types.Array(scalar, 3, "A", readonly=True),
-        "out_stack": types.Array(scalar, 3, "A"),
-        "vector": types.Array(scalar, 1, "A", readonly=True),
-        "out_vector": types.Array(scalar, 1, "A"),
         "buffer": types.Array(scalar, 1, "C"),
         "int": types.int64,
         "bool": types.boolean,
@@ -87,8 +79,6 @@ class Entry:
     Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
     ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
-    ``stack`` / ``out_stack`` (3-D input / output, any layout),
-    ``vector`` / ``out_vector`` (1-D input / output, any stride),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
     (1-D contiguous int64 array), ``counter`` / ``log`` (1-D contiguous int64 arrays written to).
     """

@@ -124,7 +124,6 @@ class Prepared:
         "tiles",
         "turned_rows",
         "unpacked",
-        "vector",
         "version",
         "workspace",
         "zero",
@@ -167,11 +166,10 @@ class Prepared:
             self, "unpacked", entries.UNPACKED, np.array(list(context.values()), np.int64)
         )
         context["decide"] = True
-        # Fetched once a product has needed the unpacked entry, or the vector one (products
-        # with a vector take this way too): small products are then in use.
+        # Fetched once a product has needed the unpacked entry: small products are then in use.
         self.small = FirstSmall(
             FirstCall(self, "small", entries.UNPACKED, np.array(list(context.values()), np.int64)),
-            (entries.UNPACKED, entries.VECTOR),
+            (entries.UNPACKED,),
             SMALL_REFUSED,
         )
         self.one, self.zero = dtype.type(1), dtype.type(0)
@@ -204,7 +202,6 @@ class Prepared:
             (entries.BATCHED, entries.UNPACKED),
             SMALL_REFUSED,
         )
-        self.vector = FirstUse(self, "vector", entries.VECTOR)
         self.shared_rows = blocking.shared_block_rows(config, self.sizes, dtype)
         self.one_thread_volume = config.one_thread_unpacked_volume.of(dtype.itemsize)
         self.version = version

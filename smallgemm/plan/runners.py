@@ -256,25 +256,6 @@ def run_small_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype
     return prep.small_stack(a, b, c, threads.workers() > 1)
 
 
-def run_vector(v: np.ndarray, mat: np.ndarray, c: np.ndarray, rows_of_mat: bool) -> None:
-    """c = mat @ v (``rows_of_mat``) or c = v @ mat on one thread, for callers that
-    checked it applies: 1-D v and c, one dtype, mat's rows contiguous, m, n, k >= 1.
-    matmul's way in for a matrix and a vector, with none of the 2-D views."""
-    prep = prepared.current_prepared(c.dtype)
-    prep.vector(
-        prep.gemv,
-        prep.lane_sums,
-        prep.one,
-        prep.zero,
-        v,
-        mat,
-        c,
-        prep.chain_sizes.kc,
-        prep.workspace.sums,
-        rows_of_mat,
-    )
-
-
 def pack_operand(kernel: Kernel, b: np.ndarray, sizes: blocking.BlockSizes, data: np.ndarray) -> None:
     """Pack all of ``b`` (k x n, one float dtype, whole-element strides) into ``data``
     in the layout the prepacked drivers read (``blocked.packed_slice``): in NumPy while the

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..drivers.unpacked import DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM
 from ..machine import threads
-from . import described, entries, in_force, rules, runners, warmup
+from . import described, entries, in_force, prepared, rules, runners, warmup
 from .entry import Entry
 from .problem import Problem
 
@@ -378,18 +379,39 @@ STACK = Table(
 )
 
 
+class Placed(NamedTuple):
+    """Where ``run`` placed a product: its row and orientation; whether the row's serial
+    runner is the prepared state's unpacked builtin and nothing else (``builtin_row``); and
+    whether that builtin is loaded, so that ``run`` calls it alone (``on_builtin``)."""
+
+    strategy: Strategy
+    swapped: bool
+    turned: bool
+    builtin_row: bool
+    on_builtin: bool = False
+
+
+def _builtin_row(strategy: Strategy, p: Problem) -> bool:
+    """Whether the placed ``p`` runs as the unpacked builtin on the calling thread: an unpacked
+    row's serial runner, not worth the threads, not turned (which copies W).  Each holds for
+    every product of the placement's key."""
+    if strategy.serial is not _unpacked_serial or p.turned:
+        return False
+    return strategy.parallel is None or p.workers == 1 or not strategy.worth_threads(p)
+
+
 # PRODUCT's choices, by everything its rules read: dtype, shapes, strides, workers, whether
 # alpha is 0 or alpha and beta 1, and in_force.generation (kernel, exact mode, block sizes and
 # configuration in force).
-# Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.
-_placed: dict[tuple, tuple[Strategy, bool, bool]] = {}
+# Looking the table up again costs ~2 us of a ~50 us product; the key, ~0.4 us.  A product
+# placed on the builtin alone skips the Problem and the row's runner too (~2 us).
+_placed: dict[tuple, Placed] = {}
 PLACED_KEPT = 512
 
 
 def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
     """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
     workers = threads.workers()
-    p = Problem(alpha, a, b, beta, c, workers)
     key = (
         c.dtype.char,
         a.shape,
@@ -403,15 +425,25 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
         in_force.generation,
     )
     placed = _placed.get(key)
+    if placed is not None and placed.on_builtin:
+        prep = prepared.current_prepared(c.dtype)
+        if placed.swapped:
+            a, b, c = b.T, a.T, c.T
+        prep.unpacked(a, b, c, float(prep.scalar(alpha)), float(prep.scalar(beta)))
+        return
+    p = Problem(alpha, a, b, beta, c, workers)
     if placed is None:
         strategy = choose(PRODUCT, p)
         if len(_placed) >= PLACED_KEPT:
             _placed.clear()
-        _placed[key] = (strategy, p.swapped, p.turned)
+        placed = _placed[key] = Placed(strategy, p.swapped, p.turned, _builtin_row(strategy, p))
     else:
-        strategy = placed[0]
-        p.orient(placed[1], placed[2])
+        strategy = placed.strategy
+        p.orient(placed.swapped, placed.turned)
     strategy.run(p)
+    # Its entry loaded (by this product, or once the first-use tier is done with it).
+    if placed.builtin_row and all(entry.ready(p.prep.kernel, p.dtype) for entry in strategy.serial_entries):
+        _placed[key] = placed._replace(on_builtin=True)
 
 
 def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:

@@ -22,7 +22,6 @@ from .entry import (  # noqa: F401
     spans_meet,
     unpacked_call,
     unpacked_entry,
-    vector_entry,
 )
 from .route import (  # noqa: F401
     DOTS_OF_A_ROWS,

@@ -1,5 +1,6 @@
-"""Entries from Python into the unpacked driver: the small way in (deciding in
-compiled code whether a product is small), and the matrix-vector entry.
+"""The entry from Python into the unpacked driver: the builtin's routine, which decides in
+compiled code whether a product is small (matmul's and gemm's small ways in) or computes a
+planned one, a matrix, a folded stack or a vector each.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from ...simd.objects import (
     word_at,
 )
 from ...simd.subroutine import subroutine
-from .row_dots import dot_rows, gemv_rows
 from .tiles import gemm_unpacked
 
 # What ``unpacked_call`` did with a product it was asked to decide on (its context's ``decide``).
@@ -206,21 +206,3 @@ def unpacked_entry(shape, narrow, few, gemv, resident, like):
     the prepared state makes builtins of it (``simd.fastcall``)."""
     unset = np.intp(0)
     return unpacked_call_address(shape, narrow, few, gemv, resident, address(like), unset, unset, unset, unset)
-
-
-@njit(cache=True)
-def vector_entry(gemv, lane_sums, alpha, beta, vec, mat, c, kc, sums, rows_of_mat):
-    """Entry from Python for a matrix and a vector (1-D ``vec`` and ``c``), ``mat`` with
-    contiguous rows: c = mat @ vec (``rows_of_mat``, row dots) or c = vec @ mat (GEMV rows)."""
-    origin = 0
-    rule = row_dots_rule(gemv, lane_sums)
-    size = mat.itemsize
-    if rows_of_mat:
-        dot_rows(rule, mat.shape[0], mat.shape[1], alpha, beta, address(vec), origin, vec.strides[0] // size,
-                 address(mat), origin, mat.strides[0] // size, address(c), origin, c.strides[0] // size, kc,
-                 address(sums))
-    else:
-        unit = np.intp(1)  # one row: its row strides are never read
-        gemv_rows(rule, unit, mat.shape[1], mat.shape[0], alpha, beta, address(vec), origin, unit,
-                  vec.strides[0] // size, address(mat), origin, mat.strides[0] // size, address(c), origin, unit,
-                  c.strides[0] // size, kc, address(sums))
