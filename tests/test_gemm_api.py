@@ -156,7 +156,7 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     for alpha, beta in ((1.0, 0.0), (-0.5, 2), (2, 1.0), (0.0, 1.0)):
         expected = np.empty((13, 11), dtype)
         np.copyto(expected, c0)
-        strategies.run(float(alpha), a.T, b, float(beta), expected)  # the planner's bits
+        strategies.compute(float(alpha), a.T, b, float(beta), expected)  # the planner's bits
         for layout in ("C", "F", "strided"):
             if layout == "strided":
                 c = np.full((13, 33), np.nan, dtype)[:, ::3]

@@ -164,8 +164,8 @@ def _outs(a, b, shape, dtype):
     ]
 
 
-def _run_batch_bits(a, b):
-    """``a @ b`` for two stacks through ``strategies.run_batch`` (the way every stack took before
+def _planned_stack_bits(a, b):
+    """``a @ b`` for two stacks through ``strategies.compute`` (the way every stack took before
     the small-stack entry): the bits that entry must give."""
     count, m, _ = a.shape
     n, size = b.shape[2], a.itemsize
@@ -174,7 +174,7 @@ def _run_batch_bits(a, b):
         np.arange(count, dtype=np.int64) * step
         for step in (a.strides[0] // size, b.strides[0] // size, m * n)
     ]
-    strategies.run_batch(a[0], b[0], c[0], *offsets)
+    strategies.compute(1.0, a[0], b[0], 0.0, c[0], tuple(offsets))
     return c
 
 
@@ -182,8 +182,8 @@ def _run_batch_bits(a, b):
 def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, monkeypatch):
     """``runners.run_small_stack`` (matmul's way in for two stacks along one batch axis) computes
     stacks of small products along contiguous rows of B, one thread, with the bits of
-    ``strategies.run_batch`` and of lone products, and leaves every other stack, untouched, to
-    ``run_batch``: a product past the small limit, B transposed, a narrow C of many rows, or
+    ``strategies.compute`` and of lone products, and leaves every other stack, untouched, to
+    the planner: a product past the small limit, B transposed, a narrow C of many rows, or
     a stack worth the threads (but on one thread the same stack is small again)."""
     rng = np.random.default_rng(13)
     config = kernel.config
@@ -222,13 +222,15 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     ]
     batches = []
     monkeypatch.setattr(
-        strategies, "run_batch", lambda *args, _run=strategies.run_batch: (batches.append(args), _run(*args))
+        strategies,
+        "compute",
+        lambda *args, _run=strategies.compute: (len(args) > 5 and batches.append(args), _run(*args)),
     )
     for name, count, m, k, n, b_layout, threads, route in cases:
         a = _stack(rng, (count, m, k), dtype, layout)
         b = _stack(rng, (count, k, n), dtype, b_layout)
         a0, b0 = a.copy(), b.copy()
-        expected = _run_batch_bits(a, b)  # the stack entry is in use from here on
+        expected = _planned_stack_bits(a, b)  # the stack entry is in use from here on
         c = np.full((count, m, n), np.nan, dtype)
         with smallgemm.num_threads(threads):
             assert runners.run_small_stack(a, b, c, dtype) == route, name
@@ -238,7 +240,7 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         if route == SMALL_DONE:
             np.testing.assert_array_equal(c, expected, err_msg=name)
         else:
-            assert np.isnan(c).all(), f"{name}: written, though left to run_batch"
+            assert np.isnan(c).all(), f"{name}: written, though left to the planner"
         np.testing.assert_array_equal(got, expected, err_msg=name)
         for t in (0, count - 1):
             np.testing.assert_array_equal(
@@ -258,7 +260,7 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     def small_stack(left, right, out):
         return runners.run_small_stack(left, right, out, dtype)
 
-    _check_outs(small_stack, a, b, _run_batch_bits(a, b))
+    _check_outs(small_stack, a, b, _planned_stack_bits(a, b))
 
 
 @pytest.mark.parametrize("layout", ["C", "reversed_batch", "transposed", "strided", "byte_strides"])

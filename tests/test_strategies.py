@@ -296,7 +296,7 @@ PLACED = [
 def test_a_product_placed_on_the_builtin_alone_runs_it_with_the_rows_bits(
     kernel_name, operands, threads, on_builtin
 ):
-    """``strategies.run`` remembers a product that an unpacked row's serial runner computes on
+    """``strategies.compute`` remembers a product that an unpacked row's serial runner computes on
     the builtin alone (no threads, no copy, its entry loaded): the next products of that key
     skip the Problem and the runner, and give the bits the row gave, with alpha and beta."""
     from reference import chain_reference
@@ -309,6 +309,6 @@ def test_a_product_placed_on_the_builtin_alone_runs_it_with_the_rows_bits(
             c0 = rng.standard_normal((a.shape[0], b.shape[1])).astype(np.float32)
             for _ in range(2):  # placed, then computed as placed: the same bits
                 c = c0.copy()
-                strategies.run(alpha, a, b, beta, c)
+                strategies.compute(alpha, a, b, beta, c)
                 assert np.array_equal(c, chain_reference(alpha, a, b, beta, c0))
         assert [placed.on_builtin for placed in strategies._placed.values()] == [on_builtin]

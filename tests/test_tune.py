@@ -172,7 +172,7 @@ def test_execute_candidate_uses_and_restores_the_block_sizes():
 
     def spy(alpha, a, b, beta, out):
         seen.append(in_force.block_sizes(dispatch.current(), out.dtype))
-        strategies.run(alpha, a, b, beta, out)
+        strategies.compute(alpha, a, b, beta, out)
 
     a, b = reproducible_matrix(1, 41, 37), reproducible_matrix(2, 37, 35, "column")
     got = execute_candidate(c, a, b, run=spy)
@@ -196,7 +196,7 @@ def skip_last_k_block(alpha, a, b, beta, c):
     """A broken product: drops the last KC block of the common dimension."""
     kc = in_force.block_sizes(dispatch.current(), c.dtype).kc
     keep = (a.shape[1] - 1) // kc * kc
-    strategies.run(alpha, a[:, :keep], b[:keep], beta, c)
+    strategies.compute(alpha, a[:, :keep], b[:keep], beta, c)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -373,7 +373,7 @@ def test_a_corrupt_config_fails_every_product_clearly(tmp_path, monkeypatch):
     a = np.ones((3, 3))
     for _ in range(2):
         with pytest.raises(ValueError, match="not valid JSON"):
-            strategies.run(1.0, a, a, 0.0, np.empty((3, 3)))
+            strategies.compute(1.0, a, a, 0.0, np.empty((3, 3)))
 
 
 @pytest.mark.parametrize("name", ["avx512", "avx2", "portable"])

@@ -138,7 +138,7 @@ def gemm(
                 if route == SMALL_DONE:
                     return out
                 if route == SMALL_PLANNED:
-                    strategies.run(float(alpha), op_a, op_b, float(beta), out)
+                    strategies.compute(float(alpha), op_a, op_b, float(beta), out)
                     return out
                 del out  # refused: freed before the general path allocates its own
     alpha = as_scalar(alpha, "alpha")
@@ -170,10 +170,10 @@ def gemm(
     # with c sharing memory with a or b) is computed into a fresh array first.
     if c is not None and (np.may_share_memory(out, op_a) or np.may_share_memory(out, op_b)):
         target = np.array(out, order="C") if beta != 0 else np.empty(shape, dtype=dtype)
-        strategies.run(alpha, op_a, op_b, beta, target)
+        strategies.compute(alpha, op_a, op_b, beta, target)
         out[...] = target
         return out
-    strategies.run(alpha, op_a, op_b, beta, out)
+    strategies.compute(alpha, op_a, op_b, beta, out)
     return out
 
 
@@ -209,5 +209,5 @@ def _gemm_packed(alpha, a, packed: PackedMatrix, beta, c, trans_a, trans_b, over
             out = c_in
         else:
             out = np.array(c_in, dtype=dtype) if beta != 0 else np.empty(shape, dtype=dtype)
-    strategies.run_prepacked(alpha, _operand(op_a, dtype), packed, beta, out)
+    strategies.compute(alpha, _operand(op_a, dtype), packed, beta, out)
     return out

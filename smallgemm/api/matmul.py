@@ -141,10 +141,10 @@ def _stack_offsets(
 
 def _run_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """The planner's way with two stacks along one batch axis that the small way in found
-    valid, not small (``strategies.run_batch``)."""
+    valid, not small (``strategies.compute`` with offsets)."""
     size = a.itemsize
     offsets = _stack_offsets(len(a), a.strides[0] // size, b.strides[0] // size, c.strides[0] // size)
-    strategies.run_batch(a[0], b[0], c[0], *offsets)
+    strategies.compute(1.0, a[0], b[0], 0.0, c[0], offsets)
 
 
 def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
@@ -174,22 +174,22 @@ def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         c[...] = 0
         return
     if c.ndim == 2:
-        strategies.run(1.0, a, b, 0.0, c)
+        strategies.compute(1.0, a, b, 0.0, c)
         return
     if b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
         # One B shared by a stack of A's (a linear layer): one tall product.
         a_rows, c_rows = _fold_rows(a), _fold_rows(c)
         if a_rows is not None and c_rows is not None:
-            strategies.run(1.0, a_rows, b, 0.0, c_rows)
+            strategies.compute(1.0, a_rows, b, 0.0, c_rows)
             return
     batch_shape = c.shape[:-2]
-    strategies.run_batch(
+    strategies.compute(
+        1.0,
         a[(0,) * (a.ndim - 2)],
         b[(0,) * (b.ndim - 2)],
+        0.0,
         c[(0,) * (c.ndim - 2)],
-        _element_offsets(a, batch_shape),
-        _element_offsets(b, batch_shape),
-        _element_offsets(c, batch_shape),
+        tuple(_element_offsets(x, batch_shape) for x in (a, b, c)),
     )
 
 
@@ -250,7 +250,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                 if route == SMALL_PLANNED:  # valid, not small: the planner, on views of one row or column
                     rows = 1 if ndim == 1 else len(a)
                     cols = 1 if ndim_b == 1 else b.shape[1]
-                    strategies.run(
+                    strategies.compute(
                         1.0, a.reshape(rows, a.shape[-1]), b.reshape(len(b), cols), 0.0, c.reshape(rows, cols)
                     )
                     route = SMALL_DONE
@@ -266,7 +266,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                         a, c_rows = a.reshape(rows, a.shape[2]), c.reshape(rows, c.shape[2])
                     else:
                         c_rows = c
-                    strategies.run(1.0, a, b, 0.0, c_rows)
+                    strategies.compute(1.0, a, b, 0.0, c_rows)
                     return c
             else:
                 # Asked as if threads may run (the thread count costs ~0.12 us of a ~1 us
@@ -323,7 +323,7 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
             if route == SMALL_DONE:
                 return c
             if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
-                strategies.run(1.0, rows, matrix, 0.0, c_rows)
+                strategies.compute(1.0, rows, matrix, 0.0, c_rows)
                 return c
             del c, c_rows  # refused: freed before the general path allocates its own
         elif ours and ndim_a == 3 and ndim_b == 3 and out is not None:
@@ -450,10 +450,10 @@ def _matmul_packed(a, packed: PackedMatrix, out, keywords: dict):
         # of a 4096x4096x1024 float32 product).
         target = out[np.newaxis, :] if a.ndim == 1 else _fold_rows(out)
         if target is not None and _writable_target(out, packed.dtype, rows, packed.data):
-            strategies.run_prepacked(1.0, rows, packed, 0.0, target)
+            strategies.compute(1.0, rows, packed, 0.0, target)
             return out
     c = np.empty((rows.shape[0], n), dtype=packed.dtype)
-    strategies.run_prepacked(1.0, rows, packed, 0.0, c)
+    strategies.compute(1.0, rows, packed, 0.0, c)
     result = c.reshape(result_shape)
     if out is None:
         return result[()] if result.ndim == 0 else result

@@ -75,7 +75,7 @@ STACK_CONTEXT = (
     STACK_COLUMN_TILES, STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD, STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
-# longer stack is planned (``run_batch``), whose Python costs ~3 us more: under 2 %.
+# longer stack is planned (``strategies.compute``), whose Python costs ~3 us more: under 2 %.
 STACK_CALL_PRODUCTS = 2048
 # What ``stack_call`` is called with: A, B, C (3-D arrays of one float dtype) and whether
 # threads may run (``True`` or ``False``).
@@ -90,7 +90,7 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     is not worth the threads (``threads``: several workers may run; from
     ``parallel_volume`` multiply-adds in all, each product counted with
     ``product_overhead`` more: ``rules.stack_worth_threads``): SMALL_DONE; else
-    SMALL_PLANNED, nothing computed, for ``strategies.run_batch``; or SMALL_REFUSED,
+    SMALL_PLANNED, nothing computed, for ``strategies.compute``; or SMALL_REFUSED,
     nothing computed, for A, B or C that is not a 3-D ``ndarray`` (the caller checks the
     dimensions and dtypes of A and B), stacks whose shapes do not match, strides or an
     address of no whole number of elements, or a C (an ``out=``) of another shape or that

@@ -123,7 +123,7 @@ class Problem:
 
     def orient(self, swapped: bool, turned: bool) -> None:
         """Turn the problem as ``orientation`` decided (here, or for the same key earlier:
-        ``strategies.run``); m and n stay as given when turned, so that threads are chosen
+        ``strategies.compute``); m and n stay as given when turned, so that threads are chosen
         as for the few-rows stream of W."""
         self.oriented = True
         if swapped:

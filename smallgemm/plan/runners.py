@@ -247,10 +247,10 @@ def run_small_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype
     """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
     stack not worth the threads, deciding so in compiled code (``batched.stack_call``).
     a and b: 3-D arrays of one float dtype (nothing else is checked here).  Returns
-    SMALL_DONE, SMALL_PLANNED with nothing computed (a valid stack for ``run_batch``), or
+    SMALL_DONE, SMALL_PLANNED with nothing computed (a valid stack for ``strategies.compute``), or
     SMALL_REFUSED with nothing computed (for the caller's general path: another type than
     ``ndarray``, stacks whose shapes differ, a C of another shape, part-element strides or
-    overlapping an operand; or, before any product has needed ``run_batch``'s entry or the
+    overlapping an operand; or, before any product has needed the batch entry or the
     unpacked one, any stack: see ``FirstSmall``).  ``dtype``: theirs."""
     prep = prepared.current_prepared(dtype)
     return prep.small_stack(a, b, c, threads.workers() > 1)

@@ -330,7 +330,7 @@ LONE_PRODUCT = Strategy(
     "a stack of one: the lone product's row of PRODUCT",
     lambda p: len(p.offsets[2]) == 1 and p.offsets[0][0] == p.offsets[1][0] == p.offsets[2][0] == 0,
     None,
-    lambda p: run(1.0, p.a, p.b, 0.0, p.c),
+    lambda p: compute(1.0, p.a, p.b, 0.0, p.c),
 )
 
 STACK = Table(
@@ -409,9 +409,25 @@ _placed: dict[tuple, Placed] = {}
 PLACED_KEPT = 512
 
 
-def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) -> None:
-    """C = alpha*A.B + beta*C in place; A (m, k), B (k, n), C (m, n), one dtype."""
+def compute(alpha: float, a: np.ndarray, b, beta: float, c: np.ndarray, offsets: tuple | None = None) -> None:
+    """The one way into the tables: C = alpha*A.B + beta*C in place, A (m, k) and C (m, n)
+    matrices of one dtype, on the table for what B is:
+
+    - a (k, n) matrix: PRODUCT, its placement remembered (``Placed``);
+    - a ``pack``ed B (``api.packed.PackedMatrix``, checked usable; not an ndarray): PREPACKED;
+    - with ``offsets``, three int64 arrays, each product's A, B and C in elements from
+      ``a``, ``b`` and ``c``: the first matrices of a stack of products of their shapes and
+      strides, m, n and k at least 1, alpha 1 and beta 0 (STACK).
+    """
     workers = threads.workers()
+    if offsets is not None:
+        p = Problem(alpha, a, b, beta, c, workers, offsets)
+        choose(STACK, p).run(p)
+        return
+    if not isinstance(b, np.ndarray):
+        p = Problem(alpha, a, b, beta, c, workers)
+        choose(PREPACKED, p).run(p)
+        return
     key = (
         c.dtype.char,
         a.shape,
@@ -444,18 +460,3 @@ def run(alpha: float, a: np.ndarray, b: np.ndarray, beta: float, c: np.ndarray) 
     # Its entry loaded (by this product, or once the first-use tier is done with it).
     if placed.builtin_row and all(entry.ready(p.prep.kernel, p.dtype) for entry in strategy.serial_entries):
         _placed[key] = placed._replace(on_builtin=True)
-
-
-def run_prepacked(alpha: float, a: np.ndarray, packed, beta: float, c: np.ndarray) -> None:
-    """C = alpha*A.B + beta*C with B prepacked (``packed.PackedMatrix``, checked usable)."""
-    p = Problem(alpha, a, packed, beta, c, threads.workers())
-    choose(PREPACKED, p).run(p)
-
-
-def run_batch(a: np.ndarray, b: np.ndarray, c: np.ndarray, offsets_a, offsets_b, offsets_c) -> None:
-    """C[t] = A[t].B[t] for a stack: a, b, c are the first matrices, offsets in elements.
-
-    Every matrix has the shape and strides of the first; requires m, n, k >= 1.
-    """
-    p = Problem(1.0, a, b, 0.0, c, threads.workers(), (offsets_a, offsets_b, offsets_c))
-    choose(STACK, p).run(p)

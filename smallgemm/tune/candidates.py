@@ -20,7 +20,7 @@ from ..kernels import Kernel, kernel_by_name
 from ..machine import cpu, threads
 from ..plan import blocking, dispatch, in_force, strategies
 
-SCOPES = ("compute", "end_to_end")  # strategies.run on ready operands | the public matmul call
+SCOPES = ("compute", "end_to_end")  # strategies.compute on ready operands | the public matmul call
 ALLOCATIONS = ("reused", "fresh")  # one output buffer for every call | a new one per call
 DTYPES = ("float32", "float64")
 # Packing workspace above this is refused: 64 MiB is far beyond any cache, so a
@@ -186,12 +186,12 @@ def execute_candidate(
 
     None when the candidate is invalid (see ``invalid_reason``) or the operands
     are not two 2-D arrays of its dtype with matching inner dimensions.  ``run``
-    replaces ``strategies.run`` (same signature, C = alpha A B + beta C): the hook by
+    replaces ``strategies.compute`` (same signature, C = alpha A B + beta C): the hook by
     which a test injects a broken product and checks it is caught.
     """
     if invalid_reason(candidate, workspace_limit) is not None or not _valid_operands(candidate, a, b):
         return None
     c = np.empty((a.shape[0], b.shape[1]), dtype=candidate.dtype)
     with configured(candidate):
-        (run or strategies.run)(1.0, a, b, 0.0, c)
+        (run or strategies.compute)(1.0, a, b, 0.0, c)
     return c

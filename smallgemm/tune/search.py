@@ -184,7 +184,7 @@ def search(
 
     ``budget`` bounds the timing (seconds; every valid candidate is timed at
     least once); validation always runs in full.  ``candidates`` overrides the
-    enumeration; ``run`` replaces ``strategies.run`` (compute scope) for tests.
+    enumeration; ``run`` replaces ``strategies.compute`` (compute scope) for tests.
     """
     with warmup.first_use(warmup.COMPILE):  # candidates are timed on their own entries, compiled here
         return _search(
@@ -256,7 +256,7 @@ def _search(
     if not valid:
         return result
 
-    run = run or strategies.run
+    run = run or strategies.compute
     problems = []
     for shape in shapes:
         a, b = operands(seed, shape, dt)
