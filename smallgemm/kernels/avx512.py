@@ -63,8 +63,11 @@ KERNEL = Kernel(
         # 0.93-1.28x, at 2^18 1.23-1.49x.
         parallel_min_stream=BySize(1 << 19, 1 << 18),
         # [1|4,512] @ pack([512,n]), two threads against one: float32 n = 256 0.82-0.93x,
-        # 512 1.09-1.20x; float64 n = 256 0.99-1.20x, 512 1.19-1.33x.
-        parallel_min_packed_rows=BySize(1 << 18, 1 << 18),
+        # 512 1.09-1.20x; float64 n = 256 0.99-1.20x, 512 1.19-1.33x (AMD Zen 4).  On the
+        # Intel Xeon host two threads cost ~20 us more at any size: float32 n = 512 0.67 / 0.93x,
+        # 1024 1.90 / 1.47x; float64 n = 512 2.16 / 1.51x (benchmarks/thread_thresholds.py).
+        # float32 takes threads from where both gain.
+        parallel_min_packed_rows=BySize(1 << 19, 1 << 18),
         # One thread, unpacked against blocked, [m,512] @ [512,2048]: float32 m = 24 1.29x,
         # 32 1.18x; float64 1.30x, 1.18x.  Times W.T (W [2048,512]): float32 m = 24 1.14x, 32
         # 1.00x; float64 1.11x, 0.99x.
