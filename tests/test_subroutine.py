@@ -180,7 +180,7 @@ def test_engine_code_is_per_thread_and_restored_after_an_error():
     from smallgemm.simd.optimised_once import engine_code
 
     def in_scope() -> bool:
-        return getattr(optimised_once._context, "engine", False)
+        return optimised_once._engine.value
 
     seen = []
     with pytest.raises(RuntimeError), engine_code():

@@ -30,13 +30,11 @@ nanoseconds: a routine is a tile loop or more, never one tile's step.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import hashlib
 import importlib
 import os
 import sys
-import threading
 import traceback
 
 import llvmlite.binding as llvm
@@ -47,6 +45,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
 from .optimised_once import engine_code
+from .thread_flag import ThreadFlag
 
 # Every loop starts on a 64-byte boundary: where the JIT places a routine then leaves the
 # speed of its loops alone (unaligned, one build of the row stream ran 4-9 % slower than
@@ -63,23 +62,17 @@ _cells_at: dict[int, tuple[Linked, tuple]] = {}  # cell address -> (routine, arg
 # Numba's compiler lock, held while compiling and loading: linking takes it too, so that a run
 # that links a routine and a compile that declares one take the locks in the same order.
 _lock = global_compiler_lock
-_context = threading.local()  # .lazy: whether code compiled or loaded now may fill its cells when it runs
+_lazy_flag = ThreadFlag()  # whether code compiled or loaded now may fill its cells when it runs
 
 
-@contextlib.contextmanager
 def lazily(lazy: bool = True):
     """Within: code compiled or loaded leaves the routines it calls to its first call of each
     (``lazy``), or has them all linked first (not ``lazy``)."""
-    previous = getattr(_context, "lazy", False)
-    _context.lazy = lazy
-    try:
-        yield
-    finally:
-        _context.lazy = previous
+    return _lazy_flag.held(lazy)
 
 
 def _lazy() -> bool:
-    return getattr(_context, "lazy", False)
+    return _lazy_flag.value
 
 
 class Linked:

@@ -14,28 +14,21 @@ Anything else Numba compiles, a user's functions included, is optimised as Numba
 
 from __future__ import annotations
 
-import contextlib
-import threading
-
 from numba.core import codegen
 
-_context = threading.local()  # .engine: whether the code being compiled now is the engine's
+from .thread_flag import ThreadFlag
+
+_engine = ThreadFlag()  # whether the code being compiled now is the engine's
 _optimize_functions = codegen.CPUCodeLibrary._optimize_functions
 
 
-@contextlib.contextmanager
 def engine_code():
     """Within, on this thread: code lowered is optimised only when its library is finalised."""
-    previous = getattr(_context, "engine", False)
-    _context.engine = True
-    try:
-        yield
-    finally:
-        _context.engine = previous
+    return _engine.held()
 
 
 def _optimize_functions_unless_engine(library, ll_module) -> None:
-    if not getattr(_context, "engine", False):
+    if not _engine.value:
         _optimize_functions(library, ll_module)
         return
     # What Numba's function round does besides optimising, which the module passes rely on.
