@@ -74,8 +74,9 @@ def block_merge(pc, depth, k, alpha, beta, c):
 def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
     """A short last row panel (at most SHORT_ROWS rows) times one packed B panel: a
     SHORT_ROWS-row tile reading the packed panel with its MR stride, same FMA chains, same
-    bits.  A routine of its own, compiled only when a block ends in such a panel (a first 300^3
-    product does not reach it), called once per panel of ``depth`` x NR multiply-adds."""
+    bits.  A routine of its own, compiled only when a block ends in such a panel (300 rows of
+    the AVX-512 kernel's 14-row tile end in 6: a first 300^3 product does not reach it), called
+    once per panel of ``depth`` x NR multiply-adds."""
     direct_microkernel(
         tile_with_rows(shape, SHORT_ROWS), depth, abuf, a_off, 1, tile_rows(shape), bbuf, b_off,
         tile_cols(shape, bbuf), c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch,

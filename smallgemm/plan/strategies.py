@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -380,9 +380,9 @@ STACK = Table(
 
 
 class Placed(NamedTuple):
-    """Where ``run`` placed a product: its row and orientation; whether the row's serial
+    """Where ``compute`` placed a product: its row and orientation; whether the row's serial
     runner is the prepared state's unpacked builtin and nothing else (``builtin_row``); and
-    whether that builtin is loaded, so that ``run`` calls it alone (``on_builtin``)."""
+    whether that builtin is loaded, so that ``compute`` calls it alone (``on_builtin``)."""
 
     strategy: Strategy
     swapped: bool
@@ -409,7 +409,9 @@ _placed: dict[tuple, Placed] = {}
 PLACED_KEPT = 512
 
 
-def compute(alpha: float, a: np.ndarray, b, beta: float, c: np.ndarray, offsets: tuple | None = None) -> None:
+def compute(
+    alpha: float, a: np.ndarray, b: Any, beta: float, c: np.ndarray, offsets: tuple | None = None
+) -> None:
     """The one way into the tables: C = alpha*A.B + beta*C in place, A (m, k) and C (m, n)
     matrices of one dtype, on the table for what B is:
 

@@ -36,6 +36,7 @@ import importlib
 import os
 import sys
 import traceback
+from contextlib import AbstractContextManager
 
 import llvmlite.binding as llvm
 from llvmlite import ir
@@ -65,7 +66,7 @@ _lock = global_compiler_lock
 _lazy_flag = ThreadFlag()  # whether code compiled or loaded now may fill its cells when it runs
 
 
-def lazily(lazy: bool = True):
+def lazily(lazy: bool = True) -> AbstractContextManager[None]:
     """Within: code compiled or loaded leaves the routines it calls to its first call of each
     (``lazy``), or has them all linked first (not ``lazy``)."""
     return _lazy_flag.held(lazy)

@@ -14,6 +14,8 @@ Anything else Numba compiles, a user's functions included, is optimised as Numba
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+
 from numba.core import codegen
 
 from .thread_flag import ThreadFlag
@@ -22,7 +24,7 @@ _engine = ThreadFlag()  # whether the code being compiled now is the engine's
 _optimize_functions = codegen.CPUCodeLibrary._optimize_functions
 
 
-def engine_code():
+def engine_code() -> AbstractContextManager[None]:
     """Within, on this thread: code lowered is optimised only when its library is finalised."""
     return _engine.held()
 
