@@ -13,7 +13,17 @@ import numpy as np
 from numba import njit
 
 from ..kernels.shared import UNPACKED_TASKS_PER_WORKER
-from ..simd import address, advance, buffer_at, one_of, row_dots_rule, tile_cols, tile_rows, zero_of
+from ..simd import (
+    address,
+    advance,
+    buffer_at,
+    element_size,
+    one_of,
+    row_dots_rule,
+    tile_cols,
+    tile_rows,
+    zero_of,
+)
 from ..simd.fastcall import address_of
 from ..simd.linked import linked
 from ..simd.objects import (
@@ -22,7 +32,6 @@ from ..simd.objects import (
     ARRAY_SHAPE,
     ARRAY_STRIDES,
     OBJECT_TYPE,
-    element_size,
     int32_at,
     store_word,
     word_at,

@@ -45,6 +45,7 @@ from .memory import (  # noqa: F401
     buffer_at,
     copy_vector,
     copy_vector_streaming,
+    element_size,
     elements_to_line_boundary,
     elements_to_vector_boundary,
     line_elements,

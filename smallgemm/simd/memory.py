@@ -58,31 +58,35 @@ def buffer_at(typingctx, addr, like):
     return pointer(addr, like), codegen
 
 
-@intrinsic
-def zero_of(typingctx, ptr):
-    """Zero in the element type of ``ptr``: the padding of packed panels (a zero made
-    from an element, ``buf[0] * 0``, is NaN when that element is an infinity)."""
-    dtype = float_pointer(ptr)
-    if dtype is None:
-        return None
+def pointer_constant(value, of_element: bool):
+    """An intrinsic ``f(ptr)`` returning ``value(dtype)`` for the element dtype of the float
+    pointer ``ptr``, as a compile-time constant of that dtype (``of_element``) or an int64."""
 
-    def codegen(context, builder, signature, args):
-        return context.get_constant(dtype, 0)
+    def typer(typingctx, ptr):
+        dtype = float_pointer(ptr)
+        if dtype is None:
+            return None
+        kind = dtype if of_element else types.int64
 
-    return dtype(ptr), codegen
+        def codegen(context, builder, signature, args):
+            return context.get_constant(kind, value(dtype))
+
+        return kind(ptr), codegen
+
+    return intrinsic(lambda typingctx, ptr: typer(typingctx, ptr))
 
 
-@intrinsic
-def one_of(typingctx, ptr):
-    """One in the element type of ``ptr``: the alpha of a KC block whose chain goes on."""
-    dtype = float_pointer(ptr)
-    if dtype is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return context.get_constant(dtype, 1)
-
-    return dtype(ptr), codegen
+zero_of = pointer_constant(lambda dtype: 0, of_element=True)
+zero_of.__doc__ = (
+    "zero_of(ptr): zero in the element type of ``ptr``: the padding of packed panels (a zero made "
+    "from an element, ``buf[0] * 0``, is NaN when that element is an infinity)."
+)
+one_of = pointer_constant(lambda dtype: 1, of_element=True)
+one_of.__doc__ = (
+    "one_of(ptr): one in the element type of ``ptr``: the alpha of a KC block whose chain goes on."
+)
+element_size = pointer_constant(element_bytes, of_element=False)
+element_size.__doc__ = "element_size(ptr): the bytes of one element of the float pointer ``ptr``, a constant."
 
 
 @intrinsic

@@ -19,7 +19,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from .types import element_bytes, float_pointer
+from .types import float_pointer
 
 OBJECT_TYPE = 8  # PyTypeObject *ob_type
 ARRAY_DATA = 16  # char *data
@@ -51,17 +51,26 @@ def layout_holds() -> bool:
     )
 
 
-@intrinsic
-def word_at(typingctx, at):
-    """The 64-bit integer at the integer address ``at``."""
-    if not isinstance(at, types.Integer):
-        return None
+def _integer_at(bits: int):
+    """An intrinsic ``f(at)``: the ``bits``-bit integer at the integer address ``at``, as an int64."""
 
-    def codegen(context, builder, signature, args):
-        pointer = builder.inttoptr(args[0], ir.IntType(64).as_pointer())
-        return builder.load(pointer)
+    def typer(typingctx, at):
+        if not isinstance(at, types.Integer):
+            return None
 
-    return types.int64(at), codegen
+        def codegen(context, builder, signature, args):
+            value = builder.load(builder.inttoptr(args[0], ir.IntType(bits).as_pointer()))
+            return value if bits == 64 else builder.sext(value, ir.IntType(64))
+
+        return types.int64(at), codegen
+
+    return intrinsic(lambda typingctx, at: typer(typingctx, at))
+
+
+word_at = _integer_at(64)
+word_at.__doc__ = "word_at(at): the 64-bit integer at the integer address ``at``."
+int32_at = _integer_at(32)
+int32_at.__doc__ = "int32_at(at): the 32-bit integer at the integer address ``at``, widened."
 
 
 @intrinsic
@@ -78,19 +87,6 @@ def words_at(typingctx, at):
 
 
 @intrinsic
-def int32_at(typingctx, at):
-    """The 32-bit integer at the integer address ``at``, widened."""
-    if not isinstance(at, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer = builder.inttoptr(args[0], ir.IntType(32).as_pointer())
-        return builder.sext(builder.load(pointer), ir.IntType(64))
-
-    return types.int64(at), codegen
-
-
-@intrinsic
 def element_from_double_at(typingctx, at, like):
     """The double at the integer address ``at``, rounded to the element type of the
     pointer ``like`` (as NumPy converts a Python float)."""
@@ -103,19 +99,6 @@ def element_from_double_at(typingctx, at, like):
         return context.cast(builder, value, types.float64, dtype)
 
     return dtype(at, like), codegen
-
-
-@intrinsic
-def element_size(typingctx, like):
-    """The bytes of one element of the float pointer ``like``: a constant."""
-    dtype = float_pointer(like)
-    if dtype is None:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return context.get_constant(types.int64, element_bytes(dtype))
-
-    return types.int64(like), codegen
 
 
 @intrinsic

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...simd import address, buffer_at, row_dots_rule, tile_cols
+from ...simd import address, buffer_at, element_size, row_dots_rule, tile_cols
 from ...simd.fastcall import address_of
 from ...simd.linked import linked
 from ...simd.objects import (
@@ -19,7 +19,6 @@ from ...simd.objects import (
     FLOAT_VALUE,
     OBJECT_TYPE,
     element_from_double_at,
-    element_size,
     int32_at,
     store_word,
     word_at,
