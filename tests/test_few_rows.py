@@ -10,8 +10,13 @@ from reference import assert_close, chain_reference
 import smallgemm
 from smallgemm import simd
 from smallgemm.drivers import unpacked
-from smallgemm.kernels import NEVER, BySize, shared
+from smallgemm.kernels import NEVER, BySize, kernel_by_name, shared
 from smallgemm.plan import blocking, in_force, rules, runners
+
+# The AVX-512 kernel's thresholds for requests ahead: products past them run on every kernel,
+# each requesting ahead or not by its own settings, with the same bits.
+ROW_FETCH = kernel_by_name("avx512").gemv.row_fetch
+TRANSPOSED_FETCH_MIN_BYTES = kernel_by_name("avx512").few.stream.transposed_fetch_min_bytes
 
 
 def recorded_workers(monkeypatch, runner: str, position: int) -> list[int]:
@@ -130,7 +135,7 @@ def test_gemv_on_a_b_past_the_fetch_threshold(kernel, dtype):
     the others do not): the same bits."""
     rng = np.random.default_rng(8)
     n = 4100
-    k = shared.GEMV_FETCH_MIN_BYTES // (n * dtype.itemsize) + 3
+    k = ROW_FETCH.min_bytes // (n * dtype.itemsize) + 3
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     with smallgemm.num_threads(1):  # on more, each worker streams a part below the threshold
@@ -148,8 +153,8 @@ def test_gemv_on_a_b_past_the_wide_group_threshold(kernel, dtype, kc):
     columns; right, and the bits of the blocked driver."""
     rng = np.random.default_rng(9)
     n = shared.GEMV_CHUNK + 3  # a second chunk of edge columns
-    k = shared.GEMV_WIDE_MIN_BYTES // (n * dtype.itemsize) + 5
-    assert n * k * dtype.itemsize >= shared.GEMV_WIDE_MIN_BYTES and k % simd.AXPY_ROWS_WIDE
+    k = ROW_FETCH.wide_min_bytes // (n * dtype.itemsize) + 5
+    assert n * k * dtype.itemsize >= ROW_FETCH.wide_min_bytes and k % simd.AXPY_ROWS_WIDE
     x = random_matrix(rng, (2, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
     if kc is not None:
@@ -242,10 +247,10 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
     (where the panel's runs of W's rows are short enough: the avx512 kernel's)."""
     rng = np.random.default_rng(m)
     cols, size = kernel.few.cols(dtype.itemsize), dtype.itemsize
-    strip_bytes = shared.TRANSPOSED_PANEL_BYTES if transposed else shared.STREAM_STRIP_BYTES
+    strip_bytes = shared.TRANSPOSED_PANEL_BYTES if transposed else kernel.few.stream.strip_bytes
     group = unpacked.strip_rows(strip_bytes, cols, size)
     k, n = 3 * group + 5, shared.STREAM_COLS + 70
-    assert not transposed or n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
+    assert not transposed or n * k * 4 > kernel.few.stream.transposed_fetch_min_bytes
     # Several groups inside one KC block, whatever KC the host's L1 gives this kernel.
     sizes = in_force.block_sizes(kernel, dtype)
     in_force.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=max(sizes.kc, 4 * group)))
@@ -404,10 +409,9 @@ def test_few_rows_with_several_row_tiles_give_the_same_bits_on_any_thread_count(
     # Worth threads, and large enough that a transposed B's next strip is requested ahead.
     k, n = (
         300,
-        max(config.parallel_min_stream.of(dtype.itemsize), shared.TRANSPOSED_FETCH_MIN_BYTES // 4) // 300
-        + 50,
+        max(config.parallel_min_stream.of(dtype.itemsize), TRANSPOSED_FETCH_MIN_BYTES // 4) // 300 + 50,
     )
-    assert rules.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > shared.TRANSPOSED_FETCH_MIN_BYTES
+    assert rules.worth_threads(config, m, n, k, True, dtype) and n * k * 4 > TRANSPOSED_FETCH_MIN_BYTES
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (n, k), dtype).T if transposed else random_matrix(rng, (k, n), dtype)
     results = []
@@ -448,7 +452,7 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
     thread count."""
     rng = np.random.default_rng(threads)
     narrow, size = kernel.narrow, dtype.itemsize
-    group = unpacked.strip_rows(shared.STREAM_STRIP_BYTES, narrow.cols(size), size)
+    group = unpacked.strip_rows((narrow.stream or kernel.few.stream).strip_bytes, narrow.cols(size), size)
     k, n = 5 * group + 5, shared.STREAM_COLS + 70
     sizes = in_force.block_sizes(kernel, dtype)
     in_force.set_block_sizes(kernel, dtype, dataclasses.replace(sizes, kc=2 * group))

@@ -19,7 +19,6 @@ from test_packing import expected_a
 from smallgemm.drivers import blocked, packing
 from smallgemm.drivers.unpacked import row_dots, stream
 from smallgemm.kernels import KERNELS
-from smallgemm.kernels.shared import SHORT_ROWS
 from smallgemm.plan import dispatch, entries
 from smallgemm.simd import address
 
@@ -111,7 +110,7 @@ def test_a_cached_caller_links_its_routines_in_a_fresh_process(tmp_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=str)
 def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
     """The narrow tile's row stream (``TileShape.stream_from``: AVX-512) and row dots in pairs
-    of row blocks (``dot_pairs``: AVX2): a kernel's UNPACKED entry links each where its tiles
+    of row blocks (``dot_pairs``: AVX2 and portable): a kernel's UNPACKED entry links each where its tiles
     take it, and compiles nothing for it on the other kernels."""
     for kernel in KERNELS:
         entries.UNPACKED.link_routines(kernel, np.dtype(dtype))
@@ -119,9 +118,9 @@ def test_a_way_only_some_kernels_take_is_linked_for_those_only(dtype):
         pairs = {t[0].shape for t in row_dots.dot_row_pairs.linked.compiled}
         assert (kernel.narrow in streams) == (kernel.narrow.stream_from > 0), kernel.name
         assert kernel.few in streams, kernel.name  # the few-rows tile's stream, on every kernel
-        assert (kernel.gemv in pairs) == kernel.gemv.dot_pairs, kernel.name
+        assert (kernel.gemv in pairs) == (kernel.gemv.dot_pairs is not None), kernel.name
     assert {k.name for k in KERNELS if k.narrow.stream_from} == {"avx512"}
-    assert {k.name for k in KERNELS if k.gemv.dot_pairs} == {"avx2"}
+    assert {k.name for k in KERNELS if k.gemv.dot_pairs} == {"avx2", "portable"}
 
 
 ROUTES = textwrap.dedent("""
@@ -131,7 +130,6 @@ ROUTES = textwrap.dedent("""
     import smallgemm
     from reference import chain_reference
     from smallgemm.drivers import blocked
-    from smallgemm.kernels.shared import SHORT_ROWS
     from smallgemm.plan import dispatch
     from smallgemm.drivers.unpacked import row_dots, tiles
 
@@ -146,8 +144,8 @@ ROUTES = textwrap.dedent("""
     x, w = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 300)).astype(np.float32)
     assert np.array_equal(smallgemm.matmul(x, w), chain_reference(1.0, x, w))
     print("gemv", reached(row_dots.gemv_rows))
-    mr = dispatch.current().mr()
-    for short in (SHORT_ROWS + 1, SHORT_ROWS):  # rows in the last panel of the product's one block
+    mr, short_rows = dispatch.current().mr(), dispatch.current().shape.short_rows
+    for short in (short_rows + 1, short_rows):  # rows in the last panel of the product's one block
         rows = 300 // mr * mr + short
         a, b = rng.standard_normal((rows, 300)), np.asfortranarray(rng.standard_normal((300, 300)))
         assert smallgemm.explain(a, b).block_sizes[0] >= rows
@@ -160,8 +158,8 @@ def test_a_product_links_only_the_routines_its_route_reaches(tmp_path):
     """Compiled in process into an empty cache, then loaded from it in a fresh process: a tiny
     product links B held in registers (``resident_tiles``) and not the one-row routine
     (``gemv_rows``), which the first one-row product links; a blocked product links the
-    short-rows tile only once a block ends in a panel of at most SHORT_ROWS rows (if MR is more).  All give the
-    chain's bits."""
+    short-rows tile only once a block ends in a panel of at most the main tile's ``short_rows`` rows (on a
+    kernel that has them).  All give the chain's bits."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "SMALLGEMM_FIRST_USE": "compile"}
     script = ROUTES.format(tests=os.path.dirname(__file__))
     for _ in range(2):
@@ -169,7 +167,7 @@ def test_a_product_links_only_the_routines_its_route_reaches(tmp_path):
             [sys.executable, "-c", script], check=False, capture_output=True, text=True, env=env, timeout=600
         )
         assert run.returncode == 0, run.stdout + run.stderr
-        short_tile = int(dispatch.current().mr() > SHORT_ROWS)  # a kernel with MR <= SHORT_ROWS has none
+        short_tile = int(dispatch.current().shape.short_rows > 0)
         assert run.stdout.split("\n")[:4] == [
             "resident 1 gemv 0",
             "gemv 1",

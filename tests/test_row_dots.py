@@ -113,20 +113,21 @@ def dot_pairs_suit(shape, arr, rows, ldm):
     return unpacked.dot_pairs_suit(shape, simd.address(arr), rows, ldm)
 
 
-def test_row_dots_pair_row_blocks_for_256_bit_vectors_where_their_rows_share_no_set(kernel, dtype):
-    """Pairs of row blocks (two FMA chains side by side) for the avx2 kernel only, where the
-    pair's rows fall in at most 8 rows per L1 set (4 KiB apart share one) and, for 16 rows
-    at once (float32), the matrix is at most 16 MiB; the bits are the same either way (the
-    tests above and below run both forms)."""
+def test_row_dots_pair_row_blocks_where_the_kernel_takes_pairs_and_their_rows_share_no_set(kernel, dtype):
+    """Pairs of row blocks (two FMA chains side by side) on a kernel whose GEMV tile takes them
+    (``dot_pairs``), where the pair's rows fall in at most 8 rows per L1 set (4 KiB apart share
+    one) and, for more than 8 rows at once, the matrix is at most 16 MiB; the bits are the same
+    either way (the tests above and below run both forms)."""
     item = dtype.itemsize
     suits = lambda rows, ld: dot_pairs_suit(kernel.gemv, np.zeros(1, dtype), rows, ld)  # noqa: E731
-    if kernel.gemv.bits != 256:
+    if kernel.gemv.dot_pairs is None:
         assert not suits(1000, 1000)
         return
+    pair_rows = 2 * kernel.gemv.lanes(item)
     assert suits(1000, 1000) and suits(17, 16) and suits(2000, 1000 // item)
-    assert suits(1024, 1024) == (item == 8)  # rows 4 KiB apart: 16 float32 rows in one set
-    assert suits(2048, 2048 // item)  # 2 KiB apart: 8 rows a set
-    assert suits(4000, 4000) == (item == 8)  # 64 MiB of float32: 8 streams, not 16
+    assert suits(1024, 1024) == (pair_rows <= 8)  # rows 4 KiB apart: all of a pair's rows in one set
+    assert suits(2048, 2048 // item)  # 2 KiB apart: half of them a set
+    assert suits(4000, 4000) == (pair_rows <= 8)  # 64 MiB of float32, 128 of float64: at most 8 streams
 
 
 @pytest.mark.parametrize("k", [1, 5, 37, 70])
@@ -284,7 +285,7 @@ def test_row_stream_from_any_start_within_a_line(kernel, dtype, m, always_parall
     )
     try:
         x = random_matrix(rng, (m, 50), dtype)
-        far = shared.STREAM_LEAD_MIN_ROW_BYTES // dtype.itemsize
+        far = kernel.few.stream.lead_min_row_bytes // dtype.itemsize
         near = -(-(4 * cols + 6) // 16) * 16
         for n, ld in ((4 * cols + 5, far), (4 * cols + 5, near), (cols, far)):
             for offset, w in starts_within_a_line(rng, 50, n, ld, dtype):

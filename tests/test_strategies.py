@@ -10,9 +10,10 @@ from conftest import forced_kernel
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
-from smallgemm.kernels import BySize, KernelConfig, kernel_by_name, shared
+from smallgemm.kernels import KERNELS, BySize, KernelConfig, kernel_by_name, shared
 from smallgemm.plan import blocking, dispatch, in_force, strategies
 from smallgemm.plan.runners import run_small
+from smallgemm.simd import DotPairs, RowFetch, StreamSettings, TileShapeType
 
 UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
 
@@ -71,6 +72,25 @@ def test_every_kernel_sets_every_configuration_value():
         assert field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING, (
             field.name
         )
+
+
+def test_every_kernel_gives_its_loops_settings_and_no_two_settings_share_compiled_code():
+    """The settings that the compiled loops read per kernel travel in its tiles: every tile that
+    runs the few-rows stream carries a kernel's ``StreamSettings``, and none of those records has
+    a default.  Tiles that differ only in a setting are distinct Numba types, so no compiled
+    loop serves two kernels' settings."""
+    for record in (StreamSettings, RowFetch, DotPairs):
+        assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(record)), record
+    for kernel in KERNELS:
+        assert kernel.few.stream is not None, kernel.name
+        assert (kernel.narrow.stream is not None) == (kernel.narrow.stream_from > 0), kernel.name
+        assert kernel.shape.short_rows < kernel.mr(), kernel.name
+    streams = {kernel.few.stream for kernel in KERNELS}
+    assert len({TileShapeType(dataclasses.replace(KERNELS[0].few, stream=s)).name for s in streams}) == len(
+        streams
+    )
+    bare = KERNELS[0].shape.geometry()
+    assert TileShapeType(bare).name != TileShapeType(dataclasses.replace(bare, short_rows=2)).name
 
 
 @pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])

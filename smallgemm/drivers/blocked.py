@@ -18,7 +18,7 @@ from numba import njit
 
 from ..kernels import microkernel
 from ..kernels.microkernel import direct_microkernel, merge_tile, tile_start
-from ..kernels.shared import PACK_B_GROUP, SHORT_ROWS
+from ..kernels.shared import PACK_B_GROUP
 from ..simd import (
     ACCUMULATE,
     CONTINUE,
@@ -30,10 +30,11 @@ from ..simd import (
     one_of,
     panel_row,
     panel_row_count,
+    short_rows_shape,
     tile_cols,
     tile_rank1_panels,
     tile_rows,
-    tile_with_rows,
+    tile_short_rows,
 )
 from ..simd.linked import linked
 from ..simd.subroutine import subroutine
@@ -70,15 +71,20 @@ def block_merge(pc, depth, k, alpha, beta, c):
     return mode, alpha if pc + depth >= k else one
 
 
-@linked
+def _main_tile_cuts_short_rows(shape, *rest) -> bool:
+    return shape.shape.short_rows > 0
+
+
+@linked(where=_main_tile_cuts_short_rows)
 def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
-    """A short last row panel (at most SHORT_ROWS rows) times one packed B panel: a
-    SHORT_ROWS-row tile reading the packed panel with its MR stride, same FMA chains, same
+    """A short last row panel (at most the main tile's ``short_rows`` rows) times one packed B
+    panel: a tile that high reading the packed panel with its MR stride, same FMA chains, same
     bits.  A routine of its own, compiled only when a block ends in such a panel (300 rows of
-    the AVX-512 kernel's 14-row tile end in 6: a first 300^3 product does not reach it), called
-    once per panel of ``depth`` x NR multiply-adds."""
+    the AVX-512 kernel's 14-row tile end in 6: a first 300^3 product does not reach it), and
+    only for a kernel whose main tile has ``short_rows``; called once per panel of ``depth`` x
+    NR multiply-adds."""
     direct_microkernel(
-        tile_with_rows(shape, SHORT_ROWS), depth, abuf, a_off, 1, tile_rows(shape), bbuf, b_off,
+        short_rows_shape(shape), depth, abuf, a_off, 1, tile_rows(shape), bbuf, b_off,
         tile_cols(shape, bbuf), c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch,
     )
 
@@ -93,7 +99,7 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
             live_rows = min(mr, rows - ir)
-            if live_rows <= SHORT_ROWS < mr:
+            if live_rows <= tile_short_rows(shape) < mr:
                 short_rows_tile(
                     shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth,
                     c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,

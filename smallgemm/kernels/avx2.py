@@ -1,14 +1,48 @@
 """The AVX2+FMA kernel: 6x16 float32, 6x8 float64, and its tuning."""
 
-from ..simd import TileShape
+from ..simd import DotPairs, StreamSettings, TileShape
 from .config import NEVER, BySize, KernelConfig
 from .kernel import Kernel
+
+# The few-rows stream on the few-rows tile (strips of B one line wide), one thread, on an
+# AMD Zen 3 (AVX2) unless a figure names an Intel Xeon (the kernel forced there):
+FEW_TILE_STREAM = StreamSettings(
+    # Rows of B a group: 8 KiB strips, 128 rows of its one-line strips, beat 32 rows (float32
+    # [16,512] @ [512,2048]: 1.17x as fast; 64 rows 1.11x).
+    strip_bytes=8192,
+    # The first row tile keeps each strip of B in the L1 panel for the others from 2 tiles a
+    # sweep, the later tiles sharing out the requests for the next strip (Intel Xeon, us, kept /
+    # not kept): float32 [16,512] @ [512,2048] 530-577 / 747-800, [32,512] 941-992 / 1202-1256,
+    # float64 [16,512] 1077-1111 / 1513-1691.  With 2 tiles (m = 5 to 8) it depends on B: float32
+    # [8,512] @ [512,2048] (4 MiB) 551-579 / 509-511, float64 1101-1115 / 988-1013, but [8,1024]
+    # @ [1024,8192] (32 MiB) 4410-4452 / 5077-5152.
+    keep_from_tiles=2,
+    # A sweep of one row tile requests the strip two strips ahead while it computes: no later
+    # tile would, and the prefetchers do not follow rows a stride apart (float32 [4,512] @
+    # [512,8192]: 1238 us two strips ahead, 1368 one ahead, 1577 without).
+    fetch_distance=2,
+    # Its strips are one line wide, so a strip 16 bytes into a line (NumPy's large arrays)
+    # spans two: the columns before the first line boundary are a strip of their own where
+    # B's rows lie at least 2 KiB apart (rows that close share no L1 sets, and the lead strip
+    # costs a whole pass of the row tiles).  B 16 bytes into a line, with / without the lead
+    # strip: float32 [4,512] @ [512,2048], 8 KiB rows, 207 / 364 us, but [8,128] @ [128,128],
+    # 512-byte rows, 6.44 / 5.62.
+    lead_min_row_bytes=2048,
+    # No requests for a transposed B's next strip: its panel's runs of each W row are 2 KiB,
+    # and the requests lost (Intel Xeon, float32, us, without / with): [12,512] @ W.T, W
+    # [2048,512], 452-494 / 542-569; [12,4096] @ W.T, W [4096,4096], 8862-9201 / 10073-10226.
+    transposed_fetch_min_bytes=0,
+    transposed_fetch_max_run=0,
+)
 
 KERNEL = Kernel(
     "avx2",
     # 12 of the 16 ymm registers hold the tile; the 14x32 tile split into ymm halves
-    # spills (92 GFLOP/s measured), so AVX2 gets its own shape.
-    shape=TileShape(rows=6, vectors=2, bits=256, fused=True),
+    # spills (92 GFLOP/s measured), so AVX2 gets its own shape.  A last row panel of at most 4
+    # rows takes a 4-row tile (one thread, forced on an Intel Xeon, five processes each, with /
+    # without: float32 256^3 371-395 / 395-420 us, 508x256x256 739-780 / 757-808; float64 256^3
+    # 763-807 / 786-854).
+    shape=TileShape(rows=6, vectors=2, bits=256, fused=True, short_rows=4),
     # The few-rows stream keeps the few-rows tile up to 8 rows: the narrow tile holding
     # 5 to 8 rows whole took 1.25-1.35x as long (one broadcast per FMA: bound by loads;
     # float32, one thread, forced on a Zen 4).
@@ -17,15 +51,26 @@ KERNEL = Kernel(
     # thread, forced on a Zen 4, float32 [m,512] @ [512,2048] m = 8 to 32 1.48-1.92x as
     # fast (float64 1.70-1.81x); small products within 0.90-1.23x ([16,64] @ [64,256]
     # float32 0.90x, float64 [8,64] @ [64,256] 1.23x).
-    few=TileShape(rows=4, vectors=2, bits=256, fused=True, up_to=32),
+    few=TileShape(rows=4, vectors=2, bits=256, fused=True, up_to=32, stream=FEW_TILE_STREAM),
     # No requests ahead in the single-row stream: with them, float32 [1,4096] @
     # [4096,4096] took 5.1-5.5 ms against 3.3-3.6.  Row dots in pairs of row blocks
     # (two FMA chains side by side): an 8 x 8 float32 block alone is a chain of 8
     # dependent FMAs per 64 multiply-adds, the bound of the loop; W @ x, one thread,
-    # float32 W [2048,512]: 165 µs in pairs against 202.  No register strips (``strips``):
+    # float32 W [2048,512]: 165 µs in pairs against 202.  Pairs only where their 16 rows
+    # share no L1 set more than 8 at a time: float32 rows 4 KiB apart put all 16 in one set
+    # and the pair ran 1.3-1.4x slower than one block (W [2048,2048] 1354 against 962 µs);
+    # 2 KiB apart (8 a set) it gained.  And where a pair reads at most 8 rows at once or the
+    # matrix is at most 16 MiB (the L3 keeps it): from memory, 16 float32 rows at once lost to
+    # 8 (W [4000,4000] 6.1 against 5.0 ms) where 8 float64 rows gained.  No register strips (``strips``):
     # forced on an AVX-512 host they would have 32 registers where AVX2 has 16, so they
     # wait for a measurement on AVX2 hardware.
-    gemv=TileShape(rows=1, vectors=8, bits=256, fused=True, dot_pairs=True),
+    gemv=TileShape(
+        rows=1,
+        vectors=8,
+        bits=256,
+        fused=True,
+        dot_pairs=DotPairs(max_rows_per_set=8, max_streams=8, max_bytes=16 << 20),
+    ),
     resident=TileShape(rows=4, vectors=1, bits=256, fused=True, depth=8),
     requires=("avx2", "fma"),
     description="AVX2+FMA: 6x16 float32, 6x8 float64",

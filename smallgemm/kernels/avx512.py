@@ -1,6 +1,6 @@
 """The AVX-512 kernel: 14x32 float32, 14x16 float64, and its tuning."""
 
-from ..simd import TileShape
+from ..simd import RowFetch, StreamSettings, TileShape
 from .config import BySize, KernelConfig, VendorCorrection
 from .kernel import Kernel
 
@@ -9,26 +9,96 @@ from .kernel import Kernel
 # NumPy against 0.85-0.89x with the model's MC).  A 1 MiB AMD L2 measured well with the model.
 INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
 
+# The few-rows stream on the few-rows tile (strips of B four lines wide), one thread, one
+# Intel Xeon core unless named:
+FEW_TILE_STREAM = StreamSettings(
+    # Rows of B a group: 8 KiB strips, 32 rows of its 256-byte strips (two AVX-512 CPUs,
+    # docs/performance.md).  Again here (us, 2 / 4 / 8 / 16 KiB): float32 [24,512] @ [512,2048]
+    # 592-601 / 479-516 / 461-501 / 448-483, [8,1024] @ [1024,8192] 1830-1877 / 1714-1773 /
+    # 1767-1782 / 1819-1883.
+    strip_bytes=8192,
+    # The first row tile keeps each strip of B in the L1 panel for the others from 2 tiles a
+    # sweep, the later tiles sharing out the requests for the next strip (us, from 2 tiles /
+    # from 3 / never): float32 [8,1024] @ [1024,8192] 1666-1766 / 1876-1886 / 1845-1865,
+    # [24,512] @ [512,2048] 454-488 / 462-485 / 537-553; float64 [24,512] @ [512,2048] 897-940 /
+    # 912-940 / 1007-1042.
+    keep_from_tiles=2,
+    # No requests strips ahead for a sweep of one row tile (the prefetchers follow a strip four
+    # lines wide): float32 [4,1024] @ [1024,8192] 1351-1405 us without, 1440-1453 two strips
+    # ahead, 1404-1437 one ahead; [4,512] @ [512,8192] 680-708 against 722-746; float64 [4,1024]
+    # @ [1024,4096] 1336-1372 against 1364-1421.
+    fetch_distance=0,
+    # B 16 bytes into a line, the columns before the first line boundary are a strip of their
+    # own where B's rows lie 2 KiB or more apart (us, with / without the lead strip): float32
+    # [4,1024] @ [1024,8192] 1575-1611 / 1704-1869, [24,512] @ [512,2048] 486-510 / 487-513.
+    lead_min_row_bytes=2048,
+    # Float32 [8,512] / [16,512] @ W.T, W [2048,512] (4 MiB), 10-15 % faster with the requests,
+    # [16,4096] @ W.T, W [4096,4096], 16 %; two threads unchanged; W [512,512] (1 MiB, in the L2)
+    # lost 8 % to requests that find their lines already there; float64 (1 KiB runs) lost 0-5 %,
+    # and 7-9 % with requests into the L1 (one AMD Zen 4 core).
+    transposed_fetch_min_bytes=1 << 20,
+    transposed_fetch_max_run=512,
+)
+# The few-rows stream on the narrow tile (strips one line wide: NARROW_STREAM), one thread,
+# one Intel Xeon core:
+NARROW_TILE_STREAM = StreamSettings(
+    # Rows of B a group: 2 KiB strips, 32 rows of its one-line strips (us, 2 / 4 / 8 / 16 KiB):
+    # float32 [16,512] @ [512,2048] 354-405 / 415-479 / 446-497 / 513-560, [32,512] 739-747 /
+    # 709-818 / 765-827 / 865-877; float64 [16,512] 789-802 / 839-900 / 904-991 / 981-1182.
+    strip_bytes=2048,
+    # From 2 tiles (29 to 32 rows): float32 [32,512] @ [512,2048], B 16 bytes into a line,
+    # 735-806 us kept, 886-924 not.
+    keep_from_tiles=2,
+    # A sweep of one row tile (13 to 16 rows) requests the strip two strips ahead: float64
+    # [16,512] @ [512,4096] 1651-1734 us, one strip ahead 1530-1656, without 2382-2451; float32
+    # [16,1024] @ [1024,8192] 2946-2991, 2817-2996, 2955-3175.
+    fetch_distance=2,
+    # B 16 bytes into a line, a strip one line wide spans two: the columns before the first line
+    # boundary are a strip of their own where B's rows lie 2 KiB or more apart (us, with /
+    # without the lead strip): float32 [32,512] @ [512,2048] 754-856 / 929-996, [16,512]
+    # 451-511 / 486-538; float64 [16,512] 857-1044 / 994-1182.  With 512-byte rows it lost
+    # (float32 [16,128] @ [128,128] 6.7-6.8 us with it, 6.0-6.4 without).
+    lead_min_row_bytes=2048,
+    # The transposing stream runs the few-rows tile.
+    transposed_fetch_min_bytes=0,
+    transposed_fetch_max_run=0,
+)
+
 KERNEL = Kernel(
     "avx512",
-    # 28 of the 32 zmm registers hold the tile; 2 hold the B row, 1 the A element.
-    shape=TileShape(rows=14, vectors=2, bits=512, fused=True),
+    # 28 of the 32 zmm registers hold the tile; 2 hold the B row, 1 the A element.  A last
+    # row panel of at most 4 rows takes a 4-row tile: m = 256 is 18 panels of 14 rows and one
+    # of 4, whose 14-row tile would be 10 rows of padding (2-3 % on such products).
+    shape=TileShape(rows=14, vectors=2, bits=512, fused=True, short_rows=4),
     # The few-rows stream runs the narrow tile where it pads at most 3 rows: 13 to 16 and
     # 29 to 32 rows (one thread, against the few-rows tile: float32 m = 13 to 16 1.10-1.17x,
     # m = 32 1.06x; float64 m = 13 to 16 1.13-1.17x, m = 30 and 32 1.08-1.17x; 9 to 12 rows
     # 0.88-0.92x, 25 and 28 0.94-0.95x).
-    narrow=TileShape(rows=16, vectors=1, bits=512, fused=True, stream_from=13),
+    narrow=TileShape(rows=16, vectors=1, bits=512, fused=True, stream_from=13, stream=NARROW_TILE_STREAM),
     # The few-rows tile (and the narrow one) up to 32 rows of C: against the main tile on
     # unpacked operands, 1.6x as fast at m = 16, equal at m = 64.
-    few=TileShape(rows=4, vectors=4, bits=512, fused=True, up_to=32),
-    # The single-row stream requests B ahead and adds 8 rows at a time from large B
-    # (``fetch_ahead``): measured here; with AVX2 both lose.  Row dots one row block at
+    few=TileShape(rows=4, vectors=4, bits=512, fused=True, up_to=32, stream=FEW_TILE_STREAM),
+    # The single-row stream requests B's rows 16384 elements ahead into the L2 from 16 MiB of
+    # B (beyond what a 32 MiB L3 keeps between calls), and adds 8 rows at a time from 64 MiB
+    # (``row_fetch``).  The hardware prefetchers alone left a 64 MiB B at ~65 % of the read
+    # bandwidth; requests into the L1 (2048 elements ahead) cost the lines the row buffer
+    # needs; from the L3 any request costs more than it gives (one AMD Zen 4 core, L2 1 MiB:
+    # B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB).
+    # 8-row groups: 1.01-1.13x as fast as 4-row with part of B still in the L3; where B stays
+    # in the L3 they lost (0.80-0.97x).  With AVX2 both lose.  Row dots one row block at
     # a time: two 16-row blocks side by side lost here.  Up to 12 rows of C in register
     # strips (``strips``) where B is under 16 MiB, against the few-rows stream, one thread,
     # [m,512] @ [512,2048] and [m,256] @ [256,4096]: float32 and float64 m = 2-3 1.44-1.67x,
     # 4 1.11-1.13x, 5-6 1.39-1.46x, 8 1.17-1.19x, 10-12 1.08-1.25x; m = 16 0.93x (the narrow
     # tile's stream); one row 1.15-1.8x against the row buffer.
-    gemv=TileShape(rows=1, vectors=16, bits=512, fused=True, fetch_ahead=True, strips=12),
+    gemv=TileShape(
+        rows=1,
+        vectors=16,
+        bits=512,
+        fused=True,
+        strips=12,
+        row_fetch=RowFetch(min_bytes=16 << 20, ahead=16384, wide_min_bytes=64 << 20),
+    ),
     # 16 zmm hold B, 8 the rows of C.
     resident=TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),
     requires=("avx512f", "fma"),

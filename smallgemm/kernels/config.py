@@ -5,9 +5,10 @@ beside its tile shapes, as BLIS keeps one ``config/<arch>`` table per CPU.  No f
 a default: a kernel module sets every value, with the measurement behind it, and says so
 where a value was not measured on that kernel.  Only KC changes bits; every other value
 only moves work between paths that compute the same chains of FMAs.  What the compiled
-drivers read per kernel is in its tile shapes' Numba types (the few-rows tile's ``up_to``,
-the narrow tile's ``stream_from``, the GEMV tile's ``fetch_ahead`` and ``dot_pairs``); the
-constants compiled into the drivers for every kernel are in ``shared``.  The measurements
+drivers read per kernel is in its tile shapes' Numba types (the main tile's ``short_rows``,
+the few-rows tile's ``up_to``, the narrow tile's ``stream_from``, the streaming tiles'
+``stream`` settings, the GEMV tile's ``strips``, ``row_fetch`` and ``dot_pairs``); the constants
+compiled into the drivers for every kernel, measured alike on all of them, are in ``shared``.  The measurements
 behind the values: docs/design.md and docs/performance.md.
 """
 

@@ -1,14 +1,42 @@
 """The portable kernel: 128-bit vectors, 4x8 float32, 4x4 float64, and its tuning."""
 
-from ..simd import TileShape
+from ..simd import DotPairs, StreamSettings, TileShape
 from .config import BySize, KernelConfig
 from .kernel import Kernel
+
+# The few-rows stream on the few-rows tile (strips of B half a line wide), one thread,
+# forced on an Intel Xeon:
+FEW_TILE_STREAM = StreamSettings(
+    # Rows of B a group: 1 KiB strips, 32 rows of its half-line strips, whose lines the next
+    # strip reads again (us, 1 / 2 / 4 / 8 KiB): float32 [2,512] @ [512,2048] 271-290 / 279-333 /
+    # 522-545 / 522-592, [2,1024] @ [1024,4096] 1057-1069 / 1085-1708 / 2019-2097 / 2183-2219;
+    # float64 [2,512] @ [512,2048] 501-544 / 637-714 / 1031-1050 / 1090-1173; [2,64] @ [64,2048]
+    # and [2,512] @ [512,512] alike.
+    strip_bytes=1024,
+    # A sweep of 3 to 8 rows (the main tile's edge rows) took as long whether the first row
+    # tile kept each strip for the others or not (us, kept / not): float32 [3,512] @ [512,2048]
+    # 473-511 / 485-519, [7,512] @ [512,2048] 675-684 / 637-684, float64 [3,512] @ [512,1024]
+    # 483-540 / 501-530.
+    keep_from_tiles=2,
+    # No requests strips ahead (us, without / two strips ahead / one ahead): float64 [2,1024] @
+    # [1024,4096] 1836-1965 / 2007-2105 / 1954-1978; float32 [2,1024] @ [1024,16384] 4165-4517
+    # / 4274-4569 / 4319-4521.
+    fetch_distance=0,
+    # A lead strip where B's rows lie 2 KiB or more apart, as on the other kernels: B 16 bytes
+    # into a line, float32 [2,512] @ [512,2048] 564-576 us with it, 571-591 without.
+    lead_min_row_bytes=2048,
+    # No requests for a transposed B's next strip (4 KiB runs of each W row): float32 [3,4096]
+    # @ W.T, W [4096,4096], 9105-9864 us without, 11162-12025 with.
+    transposed_fetch_min_bytes=0,
+    transposed_fetch_max_run=0,
+)
 
 KERNEL = Kernel(
     "portable",
     # 128-bit vectors exist on every x86-64 (SSE2) and AArch64 (NEON) CPU.  Fused
     # (``llvm.fma``) like the others, so that its bits are every kernel's: on a CPU
-    # without an FMA unit each multiply-add becomes an exact, slow library call.
+    # without an FMA unit each multiply-add becomes an exact, slow library call.  No
+    # short-rows tile: the tile is 4 rows high already.
     shape=TileShape(rows=4, vectors=2, bits=128, fused=True),
     # The few-rows stream keeps the few-rows tile: the narrow tile holding 3 or 4 rows
     # whole took 1.7-1.8x as long (one broadcast per FMA: bound by loads; float32, one
@@ -18,9 +46,20 @@ KERNEL = Kernel(
     # forced on a Zen 4, float32 m = 2 1.05-1.42x as fast ([2,256] @ [256,256], [2,512] @
     # [512,2048]), but m = 3 and 4 0.59-0.69x and 8 to 32 0.59-0.70x (two FMAs per vector of
     # B loaded); float64 alike.
-    few=TileShape(rows=2, vectors=2, bits=128, fused=True, up_to=2),
-    # No register strips (``strips``): not measured on the 16-register hosts it targets.
-    gemv=TileShape(rows=1, vectors=4, bits=128, fused=True),
+    few=TileShape(rows=2, vectors=2, bits=128, fused=True, up_to=2, stream=FEW_TILE_STREAM),
+    # No register strips (``strips``): not measured on the 16-register hosts it targets.  No
+    # requests ahead in the single-row stream (us, without / with): float32 [1,4096] @
+    # [4096,4096] 2748-2899 / 3222-3283, [1,8192] @ [8192,4096] 8671-8813 / 8379-8734.  Row dots
+    # in pairs of row blocks (two FMA chains side by side), within the AVX2 kernel's limits:
+    # W @ x, float32 W [2048,512] 201-236 / 346-357 one block at a time, W [4096,4096]
+    # 2887-3099 / 5495-5733, float64 W [2048,512] 368-399 / 638-670 (forced on an Intel Xeon).
+    gemv=TileShape(
+        rows=1,
+        vectors=4,
+        bits=128,
+        fused=True,
+        dot_pairs=DotPairs(max_rows_per_set=8, max_streams=8, max_bytes=16 << 20),
+    ),
     resident=TileShape(rows=4, vectors=1, bits=128, fused=True, depth=8),
     requires=(),
     description="portable 128-bit: 4x8 float32, 4x4 float64",

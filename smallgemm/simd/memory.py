@@ -4,6 +4,8 @@ shape constants, vector copies, atomics, fences and prefetches.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
@@ -13,7 +15,6 @@ from .types import (
     OUTER_LEVELS,
     PREFETCH_READ,
     RowDotsRuleType,
-    TileShape,
     TileShapeType,
     declare_fma,
     element_bytes,
@@ -202,9 +203,21 @@ resident_depth = shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = (
     "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 )
-tile_fetches_ahead = shape_constant(lambda s, size: int(s.fetch_ahead), needs_pointer=False)
-tile_fetches_ahead.__doc__ = (
-    "tile_fetches_ahead(shape): 1 where a GEMV tile's stream requests B ahead, else 0 (compile-time)."
+row_fetch_min_bytes = shape_constant(
+    lambda s, size: s.row_fetch.min_bytes if s.row_fetch else 0, needs_pointer=False
+)
+row_fetch_min_bytes.__doc__ = (
+    "row_fetch_min_bytes(shape): the bytes of B from which a GEMV tile's single-row stream requests B ahead,"
+    " 0 for never (compile-time)."
+)
+row_fetch_ahead = shape_constant(lambda s, size: s.row_fetch.ahead if s.row_fetch else 0, needs_pointer=False)
+row_fetch_ahead.__doc__ = "row_fetch_ahead(shape): how many elements ahead those requests are (compile-time)."
+row_fetch_wide_min_bytes = shape_constant(
+    lambda s, size: s.row_fetch.wide_min_bytes if s.row_fetch else 0, needs_pointer=False
+)
+row_fetch_wide_min_bytes.__doc__ = (
+    "row_fetch_wide_min_bytes(shape): the bytes of B from which the single-row stream adds AXPY_ROWS_WIDE"
+    " rows at a time, 0 for never (compile-time)."
 )
 tile_strips = shape_constant(lambda s, size: s.strips, needs_pointer=False)
 tile_strips.__doc__ = (
@@ -221,10 +234,41 @@ tile_chosen_up_to.__doc__ = (
     "tile_chosen_up_to(shape): the rows of C up to which the unpacked driver takes the few-rows tile, 0 for"
     " never (compile-time)."
 )
-tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs), needs_pointer=False)
+tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs is not None), needs_pointer=False)
 tile_dot_pairs.__doc__ = (
     "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
 )
+dot_pair_max_rows_per_set = shape_constant(
+    lambda s, size: s.dot_pairs.max_rows_per_set if s.dot_pairs else 0, needs_pointer=False
+)
+dot_pair_max_streams = shape_constant(
+    lambda s, size: s.dot_pairs.max_streams if s.dot_pairs else 0, needs_pointer=False
+)
+dot_pair_max_bytes = shape_constant(
+    lambda s, size: s.dot_pairs.max_bytes if s.dot_pairs else 0, needs_pointer=False
+)
+dot_pair_max_bytes.__doc__ = dot_pair_max_streams.__doc__ = dot_pair_max_rows_per_set.__doc__ = (
+    "The limits of a GEMV tile's row-dot pairs (``DotPairs``), 0 where it takes none (compile-time)."
+)
+tile_short_rows = shape_constant(lambda s, size: s.short_rows, needs_pointer=False)
+tile_short_rows.__doc__ = (
+    "tile_short_rows(shape): the rows of a main tile's last panel up to which it takes a tile that high, 0 for"
+    " never (compile-time)."
+)
+
+
+def _stream_setting(name: str):
+    """The few-rows stream's setting ``name`` on a tile that runs it (compile-time); 0 on a
+    tile that carries no stream settings."""
+    return shape_constant(lambda s, size: getattr(s.stream, name) if s.stream else 0, needs_pointer=False)
+
+
+stream_strip_bytes = _stream_setting("strip_bytes")
+stream_keep_from_tiles = _stream_setting("keep_from_tiles")
+stream_fetch_distance = _stream_setting("fetch_distance")
+stream_lead_min_row_bytes = _stream_setting("lead_min_row_bytes")
+stream_transposed_fetch_min_bytes = _stream_setting("transposed_fetch_min_bytes")
+stream_transposed_fetch_max_run = _stream_setting("transposed_fetch_max_run")
 
 
 @intrinsic
@@ -260,17 +304,17 @@ def sums_lane_wise(typingctx, shape):
 
 
 @intrinsic
-def tile_with_rows(typingctx, shape, rows):
-    """The tile ``shape`` with ``rows`` rows (a compile-time integer) and the same width."""
-    if not isinstance(shape, TileShapeType) or not isinstance(rows, types.IntegerLiteral):
+def short_rows_shape(typingctx, shape):
+    """The main tile ``shape`` cut to its ``short_rows`` rows, the same width: the tile of a
+    short last row panel (``blocked.short_rows_tile``)."""
+    if not isinstance(shape, TileShapeType) or shape.shape.short_rows < 1:
         return None
-    s = shape.shape
-    cut = TileShapeType(TileShape(rows=rows.literal_value, vectors=s.vectors, bits=s.bits, fused=s.fused))
+    cut = TileShapeType(replace(shape.shape.geometry(), rows=shape.shape.short_rows))
 
     def codegen(context, builder, signature, args):
         return context.get_constant_null(cut)
 
-    return cut(shape, rows), codegen
+    return cut(shape), codegen
 
 
 # Vectors of the one-row tile over packed panels side by side (``panel_row``): as many
@@ -287,7 +331,7 @@ def panel_row(typingctx, shape):
         return None
     s = shape.shape
     panels = max(1, PANEL_ROW_VECTORS // s.vectors)
-    row = TileShapeType(TileShape(rows=1, vectors=panels * s.vectors, bits=s.bits, fused=s.fused))
+    row = TileShapeType(replace(s.geometry(), rows=1, vectors=panels * s.vectors))
 
     def codegen(context, builder, signature, args):
         return context.get_constant_null(row)

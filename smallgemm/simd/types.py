@@ -4,7 +4,7 @@ the intrinsics share (vector types, pointers, prefetch, FMA declarations).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, fields, is_dataclass, replace
 
 from llvmlite import ir
 from numba import types
@@ -15,20 +15,76 @@ I64 = ir.IntType(64)
 
 
 @dataclass(frozen=True)
+class StreamSettings:
+    """How the few-rows stream (``unpacked.stream_tiles``) runs on one kernel: its few-rows
+    and narrow tiles carry the same settings (``TileShape.stream``).
+
+    ``strip_bytes``: the rows of a B with contiguous rows taken at a time, so that one strip
+    of them (a tile wide) holds this many bytes; then the tiles' partial sums go to the
+    stream buffer and the next column strip reads the same rows (``strip_rows``).
+    ``keep_from_tiles``: from this many row tiles per sweep, the first tile keeps the strip
+    of B it reads in the L1 panel for the others (rows of B a row stride apart share a few
+    L1 sets and evict each other between tiles); 0: never.  ``fetch_distance``: a sweep of
+    one row tile requests the strip this many strips ahead while it computes; 0: no
+    requests.  ``lead_min_row_bytes``: where B's rows lie at least this many bytes apart,
+    the columns before B's first line boundary are a strip of their own, so that the others
+    start on cache lines; 0: never.  ``transposed_fetch_min_bytes``: from this many bytes of
+    a transposed B (``x @ W.T``), the row tiles request the next strip's W rows into the L2
+    while they compute, where the panel's runs of each W row are at most
+    ``transposed_fetch_max_run`` bytes; 0: never.
+    """
+
+    strip_bytes: int
+    keep_from_tiles: int
+    fetch_distance: int
+    lead_min_row_bytes: int
+    transposed_fetch_min_bytes: int
+    transposed_fetch_max_run: int
+
+
+@dataclass(frozen=True)
+class RowFetch:
+    """The single-row stream's requests ahead (``unpacked.gemv_rows``; ``TileShape.row_fetch``).
+
+    From ``min_bytes`` of B it requests B's rows ``ahead`` elements ahead into the L2; from
+    ``wide_min_bytes`` it adds rows ``AXPY_ROWS_WIDE`` at a time, its requests twice as far."""
+
+    min_bytes: int
+    ahead: int
+    wide_min_bytes: int
+
+
+@dataclass(frozen=True)
+class DotPairs:
+    """Row dots (``unpacked.dot_rows``) on two row blocks side by side (``TileShape.dot_pairs``):
+    only where the pair's rows share no L1 set more than ``max_rows_per_set`` at a time, and
+    it reads at most ``max_streams`` rows at once or the matrix is at most ``max_bytes``."""
+
+    max_rows_per_set: int
+    max_streams: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
 class TileShape:
-    """Register tile of a microkernel: ``rows`` x (``vectors`` vectors of ``bits`` bits).
+    """Register tile of a microkernel: ``rows`` x (``vectors`` vectors of ``bits`` bits),
+    and the settings of the loops that run it on its kernel.
 
     ``fused`` selects ``llvm.fma`` (one rounding; needs hardware FMA) for every
     multiply-add; otherwise ``llvm.fmuladd``, which LLVM fuses only where that is
     fast, so a portable kernel never becomes a chain of FMA library calls.
 
+    ``short_rows`` is for the main tile only: a last row panel of at most this many rows
+    takes a tile of this height, same width (``blocked.short_rows_tile``); 0: never.
+
     ``depth`` is for resident-B tiles only (``resident_b``): how many rows of B
     (k steps) the tile keeps in registers while rows of C stream past.
 
-    ``fetch_ahead`` and ``dot_pairs`` are for the single-row (GEMV) tile only, as the
+    ``row_fetch`` and ``dot_pairs`` are for the single-row (GEMV) tile only, as the
     kernel's choices for its memory-bound loops: whether the single-row stream
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
-    B, and whether row dots (``unpacked.dot_rows``) take two row blocks side by side.
+    B (``RowFetch``), and whether row dots (``unpacked.dot_rows``) take two row blocks side
+    by side (``DotPairs``); None: never.
     ``strips`` too: up to how many rows of C the GEMV tile's driver (``unpacked.gemv_rows``)
     holds a strip of them in registers across all of k where B is not read from memory
     (``strip_sums``: one row in the tile's vectors, up to STRIP_ROWS at once), rather than
@@ -42,7 +98,8 @@ class TileShape:
     ``stream_from`` is for the narrow tile only: from this many rows of C, where its row
     tiles pad at most ``rows - stream_from`` rows, the few-rows stream of a B read along
     its rows runs the narrow tile instead of the few-rows tile (``unpacked.narrow_streams``:
-    NARROW_STREAM); 0: never.
+    NARROW_STREAM); 0: never.  ``stream`` is for the tiles that run the few-rows stream
+    (the few-rows and the narrow tile): its settings on this kernel (``StreamSettings``).
 
     ``lane_sums`` is for the row-dots rule only (``unpacked.dot_rows``): each
     row's dot product summed lane by lane along k, then across the lanes
@@ -57,12 +114,14 @@ class TileShape:
     vectors: int
     bits: int
     fused: bool
+    short_rows: int = 0
     depth: int = 1
-    fetch_ahead: bool = False
-    dot_pairs: bool = False
+    row_fetch: RowFetch | None = None
+    dot_pairs: DotPairs | None = None
     strips: int = 0
     stream_from: int = 0
     up_to: int = 0
+    stream: StreamSettings | None = None
     lane_sums: bool = False
 
     def lanes(self, itemsize: int) -> int:
@@ -73,6 +132,23 @@ class TileShape:
         """NR: the tile's width in elements for a dtype of ``itemsize`` bytes."""
         return self.vectors * self.lanes(itemsize)
 
+    def geometry(self) -> TileShape:
+        """The tile alone: its rows, vectors, bits and FMA, none of its loops' settings."""
+        return TileShape(rows=self.rows, vectors=self.vectors, bits=self.bits, fused=self.fused)
+
+
+def _settings_label(shape: TileShape) -> str:
+    """The settings that differ from a bare tile's, for the Numba type's name."""
+    bare = shape.geometry()
+    parts = []
+    for field in fields(shape)[4:]:
+        value = getattr(shape, field.name)
+        if value != getattr(bare, field.name):
+            if is_dataclass(value):
+                value = "/".join(str(x) for x in astuple(value))
+            parts.append(f"{field.name}={value}")
+    return f"[{','.join(parts)}]" if parts else ""
+
 
 class TileShapeType(types.Type):
     """A TileShape's compile-time part: everything but ``lane_sums``.  The value itself
@@ -82,16 +158,8 @@ class TileShapeType(types.Type):
 
     def __init__(self, shape: TileShape):
         self.shape = s = replace(shape, lane_sums=False)
-        depth = f"d{s.depth}" if s.depth != 1 else ""
-        flags = (
-            ("p" if s.fetch_ahead else "")
-            + ("2" if s.dot_pairs else "")
-            + (f"r{s.strips}" if s.strips else "")
-        )
-        flags += f"s{s.stream_from}" if s.stream_from else ""
-        flags += f"u{s.up_to}" if s.up_to else ""
         super().__init__(
-            name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{depth}{flags})"
+            name=f"{self.label}({s.rows}x{s.vectors}x{s.bits}{'f' if s.fused else 'm'}{_settings_label(s)})"
         )
 
 

@@ -7,15 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...kernels.shared import (
-    DOT_PAIR_MAX_BYTES,
-    DOT_PAIR_MAX_ROWS_PER_SET,
-    DOT_PAIR_MAX_STREAMS,
-    GEMV_CHUNK,
-    GEMV_FETCH_AHEAD,
-    GEMV_FETCH_MIN_BYTES,
-    GEMV_WIDE_MIN_BYTES,
-)
+from ...kernels.shared import GEMV_CHUNK
 from ...simd import (
     ACCUMULATE,
     AXPY_ROWS,
@@ -28,6 +20,9 @@ from ...simd import (
     axpy_rows,
     axpy_rows_wide,
     axpy_vector,
+    dot_pair_max_bytes,
+    dot_pair_max_rows_per_set,
+    dot_pair_max_streams,
     dot_pair_zero,
     dot_steps,
     dot_tail,
@@ -41,11 +36,13 @@ from ...simd import (
     line_elements,
     multiply_add,
     prefetch_read_l2,
+    row_fetch_ahead,
+    row_fetch_min_bytes,
+    row_fetch_wide_min_bytes,
     strip_sums,
     strip_width,
     sums_lane_wise,
     tile_dot_pairs,
-    tile_fetches_ahead,
     tile_lanes,
     tile_store,
     tile_strips,
@@ -72,9 +69,11 @@ def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
 @subroutine
 def strips_in_registers(rule, m, n, k, b):
     """Whether ``gemv_rows`` holds m rows of C in register strips (``row_strips``): up to the
-    kernel's GEMV tile's ``strips`` rows, and B under GEMV_FETCH_MIN_BYTES (not read from
-    memory, where the strips' rows a stride apart wait on it)."""
-    return m <= tile_strips(rule) and n * k * (64 // line_elements(rule, b)) < GEMV_FETCH_MIN_BYTES
+    kernel's GEMV tile's ``strips`` rows, and B under the bytes from which its single-row
+    stream requests B ahead (``row_fetch.min_bytes``: B read from memory, where the strips'
+    rows a stride apart wait on it)."""
+    from_memory = row_fetch_min_bytes(rule)
+    return m <= tile_strips(rule) and (from_memory == 0 or n * k * (64 // line_elements(rule, b)) < from_memory)
 
 
 @linked
@@ -87,7 +86,7 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     ``row`` (L1) and every row of B is read once, contiguously: the read
     bandwidth bound, where a register tile walking down B's columns jumps one
     row stride per k.  B's rows are added a group at a time (``axpy_rows``,
-    AXPY_ROWS; ``axpy_rows_wide`` from GEMV_WIDE_MIN_BYTES of B), so the row
+    AXPY_ROWS; ``axpy_rows_wide`` from the tile's ``row_fetch.wide_min_bytes`` of B), so the row
     buffer is read and written once per group of rows of B: one row at a
     time, its traffic evicts B's lines from a 32 KiB L1 (one thread, float32
     [1,512] @ [512,2048]: 94 us in groups, 128 a row at a time).  Where every row of a B
@@ -104,9 +103,10 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     lanes = tile_lanes(rule, b)
     zero = alpha - alpha
     item_bytes = 64 // line_elements(rule, b)
-    tuned = tile_fetches_ahead(rule) != 0  # the kernel's choice (its GEMV tile's ``fetch_ahead``)
-    fetch = tuned and n * k * item_bytes >= GEMV_FETCH_MIN_BYTES
-    wide = tuned and n * k * item_bytes >= GEMV_WIDE_MIN_BYTES
+    # The kernel's choice (its GEMV tile's ``row_fetch``; 0: none).
+    fetch_from, wide_from = row_fetch_min_bytes(rule), row_fetch_wide_min_bytes(rule)
+    fetch = fetch_from > 0 and n * k * item_bytes >= fetch_from
+    wide = wide_from > 0 and n * k * item_bytes >= wide_from
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
@@ -122,8 +122,9 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
         # Sums of column j at sums[j + shift]: the vectors' sums aligned too.
         shift = (lanes - lead) % lanes
         sums = advance(row, shift)
-        # The same columns, as many groups of rows ahead as GEMV_FETCH_AHEAD asks of groups of AXPY_ROWS.
-        ahead = (GEMV_FETCH_AHEAD * (group // AXPY_ROWS) + width - 1) // width * rs_b
+        # The same columns, as many groups of rows ahead as the tile's ``row_fetch.ahead``
+        # elements ask of groups of AXPY_ROWS.
+        ahead = (row_fetch_ahead(rule) * (group // AXPY_ROWS) + width - 1) // width * rs_b
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             grouped = depth - depth % group
@@ -205,8 +206,7 @@ L1_SET_PERIOD_BYTES = 4096
 @subroutine
 def dot_pairs_suit(rule, mat, rows, ldm):
     """Whether ``dot_rows`` should take ``rows`` rows of ``mat`` (``ldm`` apart) in pairs
-    of row blocks: where the kernel's GEMV tile sets ``dot_pairs``, within
-    DOT_PAIR_MAX_ROWS_PER_SET and DOT_PAIR_MAX_STREAMS."""
+    of row blocks: where the kernel's GEMV tile sets ``dot_pairs``, within its limits."""
     lanes = tile_lanes(rule, mat)
     size = 64 // line_elements(rule, mat)
     if tile_dot_pairs(rule) == 0:
@@ -215,9 +215,9 @@ def dot_pairs_suit(rule, mat, rows, ldm):
     apart = 1  # rows this far apart share an L1 set
     while apart < pair_rows and (apart * ldm * size) % L1_SET_PERIOD_BYTES != 0:
         apart += 1
-    if (pair_rows + apart - 1) // apart > DOT_PAIR_MAX_ROWS_PER_SET:
+    if (pair_rows + apart - 1) // apart > dot_pair_max_rows_per_set(rule):
         return False
-    return pair_rows <= DOT_PAIR_MAX_STREAMS or rows * ldm * size <= DOT_PAIR_MAX_BYTES
+    return pair_rows <= dot_pair_max_streams(rule) or rows * ldm * size <= dot_pair_max_bytes(rule)
 
 
 @subroutine
@@ -261,7 +261,7 @@ def dot_rows_of(
 
 
 def _kernel_takes_pairs(rule, *rest) -> bool:
-    return rule.shape.dot_pairs
+    return rule.shape.dot_pairs is not None
 
 
 @linked(where=_kernel_takes_pairs)

@@ -15,23 +15,24 @@ from ...kernels.microkernel import (
     read_into,
 )
 from ...kernels.shared import (
-    FETCH_DISTANCE,
     GEMV_CHUNK,
     STREAM_COLS,
     STREAM_FROM_MEMORY_MIN_BYTES,
     STREAM_FROM_MEMORY_ROWS,
-    STREAM_LEAD_MIN_ROW_BYTES,
-    STREAM_PACK_MIN_TILES,
     STREAM_ROWS,
-    STREAM_STRIP_BYTES,
-    TRANSPOSED_FETCH_MAX_RUN,
-    TRANSPOSED_FETCH_MIN_BYTES,
+    STREAM_STRIP_MAX_BYTES,
     TRANSPOSED_PANEL_BYTES,
 )
 from ...simd import (
     advance,
     elements_to_line_boundary,
     line_elements,
+    stream_fetch_distance,
+    stream_keep_from_tiles,
+    stream_lead_min_row_bytes,
+    stream_strip_bytes,
+    stream_transposed_fetch_max_run,
+    stream_transposed_fetch_min_bytes,
     tile_cols,
     tile_load,
     tile_rows,
@@ -46,18 +47,18 @@ from ..packing import pack_b_panel
 
 # The stream buffer: partial sums of STREAM_ROWS rows x STREAM_COLS columns (or
 # one GEMV chunk, with its lead columns and the shift that aligns its vectors:
-# fewer than 16 each), then the panel: a strip kept by the first row tile
-# (STREAM_STRIP_BYTES), or a transposed strip (TRANSPOSED_PANEL_BYTES); in
-# elements of the narrowest dtype, float32.
+# fewer than 16 each), then the panel: a strip kept by the first row tile (the tile's
+# ``strip_bytes``, at most STREAM_STRIP_MAX_BYTES) and the narrow tile's copy of A, or a
+# transposed strip (TRANSPOSED_PANEL_BYTES); in elements of the narrowest dtype, float32.
 STREAM_SUMS = max(GEMV_CHUNK + 32, STREAM_ROWS * STREAM_COLS)
-STREAM_PANEL = max(STREAM_STRIP_BYTES, TRANSPOSED_PANEL_BYTES) // 4
+STREAM_PANEL = max(STREAM_STRIP_MAX_BYTES, TRANSPOSED_PANEL_BYTES) // 4
 STREAM_SIZE = STREAM_SUMS + STREAM_PANEL
 
 
 @subroutine(inline=True)
 def strip_rows(strip_bytes, cols, item_bytes):
     """Rows of B the row stream takes at a time for tiles ``cols`` wide so that one strip
-    of them holds ``strip_bytes``: STREAM_STRIP_BYTES for a row-major B,
+    of them holds ``strip_bytes``: the tile's ``stream.strip_bytes`` for a row-major B,
     TRANSPOSED_PANEL_BYTES for a transposed one (runs of each W row)."""
     return max(1, strip_bytes // (cols * item_bytes))
 
@@ -65,10 +66,11 @@ def strip_rows(strip_bytes, cols, item_bytes):
 @subroutine
 def fetches_ahead(tile, a, n, k, cs_b):
     """Whether ``stream_tiles`` should request a transposed B's next strip
-    (``fetch``) in a product whose B is k x n (TRANSPOSED_FETCH_MIN_BYTES)."""
+    (``fetch``) in a product whose B is k x n: the kernel's ``transposed_fetch_*`` settings."""
     size = 64 // line_elements(tile, a)
-    large = n * k * size > TRANSPOSED_FETCH_MIN_BYTES
-    return cs_b != 1 and large and strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size <= TRANSPOSED_FETCH_MAX_RUN
+    least = stream_transposed_fetch_min_bytes(tile)
+    run = strip_rows(TRANSPOSED_PANEL_BYTES, tile_cols(tile, a), size) * size
+    return cs_b != 1 and least > 0 and n * k * size > least and run <= stream_transposed_fetch_max_run(tile)
 
 
 @linked
@@ -82,14 +84,15 @@ def stream_tiles(
     NumPy's large arrays start 16 bytes into a line, so a strip of B one line wide
     (the AVX2 few-rows tile) spans two: where every row of B starts at the same place
     within a line, the columns before the first line boundary are a strip of their
-    own, where B's rows lie far enough apart to share L1 sets
-    (STREAM_LEAD_MIN_ROW_BYTES).  Each element keeps its FMA chain: the same bits.
+    own, where B's rows lie far enough apart to share L1 sets (the kernel's
+    ``lead_min_row_bytes``).  Each element keeps its FMA chain: the same bits.
     AVX2, one thread, float32 [4,512] @ [512,2048]: about 1.9x as fast as with strips
     across line boundaries (docs/performance.md).
     """
     lead = 0
     line = line_elements(tile, b)
-    if cs_b == 1 and rs_b % line == 0 and rs_b * (64 // line) >= STREAM_LEAD_MIN_ROW_BYTES:
+    lead_from = stream_lead_min_row_bytes(tile)
+    if cs_b == 1 and rs_b % line == 0 and 0 < lead_from <= rs_b * (64 // line):
         lead = elements_to_line_boundary(tile, b, b_off)
     if lead + tile_cols(tile, b) > n:  # too narrow for a strip after the lead: one pass
         lead = 0
@@ -134,7 +137,7 @@ def stream_strips(
     (``fetches_ahead``), the row tiles request the next strip's rows while
     they compute.  A B with
     contiguous rows goes to that panel too when several row tiles share each
-    strip (STREAM_PACK_MIN_TILES), stored by the first tile as it reads it.
+    strip (the kernel's ``keep_from_tiles``), stored by the first tile as it reads it.
 
     The narrow tile (NARROW_STREAM: 16 rows a row tile) reads its rows of A from a copy
     in that panel, after the kept strip, each group's rows made contiguous: rows of A
@@ -149,17 +152,19 @@ def stream_strips(
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
     size = 64 // line_elements(tile, b)
-    a_copy = advance(panel, STREAM_STRIP_BYTES // size)  # after a kept strip of B
-    group = strip_rows(STREAM_STRIP_BYTES if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
+    strip_bytes = stream_strip_bytes(tile)
+    a_copy = advance(panel, strip_bytes // size)  # after a kept strip of B
+    group = strip_rows(strip_bytes if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
+    keep_from, ahead = stream_keep_from_tiles(tile), stream_fetch_distance(tile)
     if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
         group = min(group, STREAM_FROM_MEMORY_ROWS)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr
-        keep_strip = cs_b == 1 and height > (STREAM_PACK_MIN_TILES - 1) * mr
+        keep_strip = cs_b == 1 and 0 < keep_from <= tiles
         # The narrow tile's copy of A's rows, where it fits in the panel after a kept strip.
         copy_a = (
-            tile_streams_from(tile) > 0 and cs_b == 1 and STREAM_STRIP_BYTES // size + height * group <= STREAM_PANEL
+            tile_streams_from(tile) > 0 and cs_b == 1 and strip_bytes // size + height * group <= STREAM_PANEL
         )
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
@@ -194,9 +199,9 @@ def stream_strips(
                             elif keep_strip and jr + nr < width:  # and request the next strip
                                 tile_sum = panel_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
                                                                 rows, panel, b, next_at, rs_b, sharer - 1, tiles - 1)
-                            elif cs_b == 1 and tiles == 1 and cols == nr and jr + FETCH_DISTANCE * nr < width:
+                            elif cs_b == 1 and tiles == 1 and cols == nr and ahead > 0 and jr + ahead * nr < width:
                                 tile_sum = direct_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
-                                                                 rows, b, b_at, rs_b, b_at + FETCH_DISTANCE * nr)
+                                                                 rows, b, b_at, rs_b, b_at + ahead * nr)
                             elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
                                 tile_sum = panel_steps_fetching_rows(
                                     tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows, panel, b, next_at,
