@@ -177,3 +177,28 @@ def test_microkernel_efficiency_row(capsys, monkeypatch):
         speed, peak = float(speed), float(peak)
         rounding = 100 * 0.05 * (1 / peak + speed / peak**2) + 0.05
         assert float(share) == pytest.approx(100 * speed / peak, abs=rounding)
+
+
+def test_source_variants_lay_out_operands_as_named():
+    """``benchmarks/source_variants.py``: B 16 bytes into a line, an F-ordered A, B as W.T and a
+    stack, each of the shape asked for; and every group of ``kernel_settings.json`` names a
+    kernel, a commit, edits of three strings and products of six fields."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import source_variants
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    rng = np.random.default_rng(0)
+    for dtype in ("float32", "float64"):
+        a, b = source_variants.operands(3, 70, 50, dtype, "off16,fa", rng)
+        assert a.shape == (3, 70) and a.flags.f_contiguous and not a.flags.c_contiguous
+        assert b.shape == (70, 50) and b.flags.c_contiguous and b.ctypes.data % 64 == 16
+        a, b = source_variants.operands(3, 70, 50, dtype, "bt", rng)
+        assert b.shape == (70, 50) and b.flags.f_contiguous and a.dtype == b.dtype == dtype
+        a, b = source_variants.operands(3, 7, 5, dtype, "stack:4", rng)
+        assert a.shape == (4, 3, 7) and b.shape == (4, 7, 5)
+    groups = json.loads((ROOT / "benchmarks" / "kernel_settings.json").read_text())
+    for name, group in groups.items():
+        assert group["kernel"] in {"avx512", "avx2", "portable"} and len(group["commit"]) == 40, name
+        assert all(len(edit) == 3 for edits in group["variants"].values() for edit in edits), name
+        assert all(len(product) == 6 for product in group["products"]), name
