@@ -270,18 +270,19 @@ def test_few_rows_stream_across_column_chunks_and_row_groups(kernel, dtype, m, t
 
 @pytest.mark.parametrize("taller", [False, True], ids=["one row tile", "two row tiles"])
 def test_a_row_stream_from_memory_takes_short_groups_with_the_same_bits(kernel, dtype, taller):
-    """Few rows times a row-major B whose rows span STREAM_FROM_MEMORY_MIN_BYTES: one row
-    tile takes its B rows STREAM_FROM_MEMORY_ROWS at a time (two row tiles keep the long
-    groups); right against the reference, and the bits of the blocked driver, of each row
-    alone and of every thread count."""
+    """Few rows times a row-major B whose rows span STREAM_FROM_MEMORY_MIN_BYTES, and the
+    few-rows tile's ``fetch_min_bytes``: one row tile takes its B rows STREAM_FROM_MEMORY_ROWS at
+    a time and requests strips ahead (two row tiles keep the long groups); right against the
+    reference, and the bits of the blocked driver, of each row alone and of every thread count."""
     rng = np.random.default_rng(5)
     size = dtype.itemsize
     m = kernel.few.rows + (1 if taller else 0)
     k = 2 * in_force.block_sizes(kernel, dtype).kc + 5  # three KC blocks, each several groups
-    n = shared.STREAM_FROM_MEMORY_MIN_BYTES // (k * size) + 3  # edge columns
+    span = max(shared.STREAM_FROM_MEMORY_MIN_BYTES, kernel.few.stream.fetch_min_bytes)
+    n = span // (k * size) + 3  # edge columns
     x = random_matrix(rng, (m, k), dtype)
     w = random_matrix(rng, (k, n), dtype)
-    assert k * n * size >= shared.STREAM_FROM_MEMORY_MIN_BYTES
+    assert k * n * size >= span
     with smallgemm.num_threads(1):
         got = smallgemm.matmul(x, w)
     assert_close(got, 1.0, x, w)

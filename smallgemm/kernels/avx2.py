@@ -21,6 +21,7 @@ FEW_TILE_STREAM = StreamSettings(
     # tile would, and the prefetchers do not follow rows a stride apart (float32 [4,512] @
     # [512,8192]: 1238 us two strips ahead, 1368 one ahead, 1577 without).
     fetch_distance=2,
+    fetch_min_bytes=0,
     # Its strips are one line wide, so a strip 16 bytes into a line (NumPy's large arrays)
     # spans two: the columns before the first line boundary are a strip of their own where
     # B's rows lie at least 2 KiB apart (rows that close share no L1 sets, and the lead strip

@@ -23,11 +23,15 @@ FEW_TILE_STREAM = StreamSettings(
     # [24,512] @ [512,2048] 454-488 / 462-485 / 537-553; float64 [24,512] @ [512,2048] 897-940 /
     # 912-940 / 1007-1042.
     keep_from_tiles=2,
-    # No requests strips ahead for a sweep of one row tile (the prefetchers follow a strip four
-    # lines wide): float32 [4,1024] @ [1024,8192] 1351-1405 us without, 1440-1453 two strips
-    # ahead, 1404-1437 one ahead; [4,512] @ [512,8192] 680-708 against 722-746; float64 [4,1024]
-    # @ [1024,4096] 1336-1372 against 1364-1421.
-    fetch_distance=0,
+    # A sweep of one row tile requests the next strip while it computes from 64 MiB of B (read
+    # from memory; the prefetchers follow a strip four lines wide from nearer).  Us, without /
+    # two strips ahead / one ahead: float32 [2,4096] @ [4096,8192] (128 MiB) 11065-11779 /
+    # 9754-11205 / 7721-8363, [4,4096] @ [4096,4096] 3100-3393 / 2961-3070 / 2874-3080, float64
+    # [4,4096] @ [4096,2048] 3002-3347 / 2782-2834 / 2778-2857; but from 32 MiB and less, float32
+    # [4,1024] @ [1024,8192] 1379-1423 / 1463-1503 / 1464-1476, [4,512] @ [512,8192] 680-708
+    # without, 722-746 two ahead; float64 [4,1024] @ [1024,4096] 1336-1372 / 1364-1421.
+    fetch_distance=1,
+    fetch_min_bytes=64 << 20,
     # B 16 bytes into a line, the columns before the first line boundary are a strip of their
     # own where B's rows lie 2 KiB or more apart (us, with / without the lead strip): float32
     # [4,1024] @ [1024,8192] 1575-1611 / 1704-1869, [24,512] @ [512,2048] 486-510 / 487-513.
@@ -53,6 +57,7 @@ NARROW_TILE_STREAM = StreamSettings(
     # [16,512] @ [512,4096] 1651-1734 us, one strip ahead 1530-1656, without 2382-2451; float32
     # [16,1024] @ [1024,8192] 2946-2991, 2817-2996, 2955-3175.
     fetch_distance=2,
+    fetch_min_bytes=0,
     # B 16 bytes into a line, a strip one line wide spans two: the columns before the first line
     # boundary are a strip of their own where B's rows lie 2 KiB or more apart (us, with /
     # without the lead strip): float32 [32,512] @ [512,2048] 754-856 / 929-996, [16,512]

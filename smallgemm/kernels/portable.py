@@ -22,6 +22,7 @@ FEW_TILE_STREAM = StreamSettings(
     # [1024,4096] 1836-1965 / 2007-2105 / 1954-1978; float32 [2,1024] @ [1024,16384] 4165-4517
     # / 4274-4569 / 4319-4521.
     fetch_distance=0,
+    fetch_min_bytes=0,
     # A lead strip where B's rows lie 2 KiB or more apart, as on the other kernels: B 16 bytes
     # into a line, float32 [2,512] @ [512,2048] 564-576 us with it, 571-591 without.
     lead_min_row_bytes=2048,

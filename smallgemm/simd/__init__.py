@@ -66,6 +66,7 @@ from .memory import (  # noqa: F401
     short_rows_shape,
     store_fence,
     stream_fetch_distance,
+    stream_fetch_min_bytes,
     stream_keep_from_tiles,
     stream_lead_min_row_bytes,
     stream_strip_bytes,

@@ -266,6 +266,7 @@ def _stream_setting(name: str):
 stream_strip_bytes = _stream_setting("strip_bytes")
 stream_keep_from_tiles = _stream_setting("keep_from_tiles")
 stream_fetch_distance = _stream_setting("fetch_distance")
+stream_fetch_min_bytes = _stream_setting("fetch_min_bytes")
 stream_lead_min_row_bytes = _stream_setting("lead_min_row_bytes")
 stream_transposed_fetch_min_bytes = _stream_setting("transposed_fetch_min_bytes")
 stream_transposed_fetch_max_run = _stream_setting("transposed_fetch_max_run")

@@ -25,8 +25,8 @@ class StreamSettings:
     ``keep_from_tiles``: from this many row tiles per sweep, the first tile keeps the strip
     of B it reads in the L1 panel for the others (rows of B a row stride apart share a few
     L1 sets and evict each other between tiles); 0: never.  ``fetch_distance``: a sweep of
-    one row tile requests the strip this many strips ahead while it computes; 0: no
-    requests.  ``lead_min_row_bytes``: where B's rows lie at least this many bytes apart,
+    one row tile requests the strip this many strips ahead while it computes, where B spans
+    at least ``fetch_min_bytes``; 0: no requests.  ``lead_min_row_bytes``: where B's rows lie at least this many bytes apart,
     the columns before B's first line boundary are a strip of their own, so that the others
     start on cache lines; 0: never.  ``transposed_fetch_min_bytes``: from this many bytes of
     a transposed B (``x @ W.T``), the row tiles request the next strip's W rows into the L2
@@ -37,6 +37,7 @@ class StreamSettings:
     strip_bytes: int
     keep_from_tiles: int
     fetch_distance: int
+    fetch_min_bytes: int
     lead_min_row_bytes: int
     transposed_fetch_min_bytes: int
     transposed_fetch_max_run: int

@@ -28,6 +28,7 @@ from ...simd import (
     elements_to_line_boundary,
     line_elements,
     stream_fetch_distance,
+    stream_fetch_min_bytes,
     stream_keep_from_tiles,
     stream_lead_min_row_bytes,
     stream_strip_bytes,
@@ -155,7 +156,9 @@ def stream_strips(
     strip_bytes = stream_strip_bytes(tile)
     a_copy = advance(panel, strip_bytes // size)  # after a kept strip of B
     group = strip_rows(strip_bytes if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
-    keep_from, ahead = stream_keep_from_tiles(tile), stream_fetch_distance(tile)
+    keep_from = stream_keep_from_tiles(tile)
+    # Strips ahead a lone row tile requests (the tile's ``fetch_distance``, from its ``fetch_min_bytes`` of B).
+    ahead = stream_fetch_distance(tile) if k * abs(rs_b) * size >= stream_fetch_min_bytes(tile) else 0
     if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
         group = min(group, STREAM_FROM_MEMORY_ROWS)
     for i0 in range(0, m, sweep):
