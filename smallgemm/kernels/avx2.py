@@ -64,13 +64,19 @@ KERNEL = Kernel(
     # matrix is at most 16 MiB (the L3 keeps it): from memory, 16 float32 rows at once lost to
     # 8 (W [4000,4000] 6.1 against 5.0 ms) where 8 float64 rows gained.  No register strips (``strips``):
     # forced on an AVX-512 host they would have 32 registers where AVX2 has 16, so they
-    # wait for a measurement on AVX2 hardware.
+    # wait for a measurement on AVX2 hardware.  The single-row stream adds 8 rows of B at a
+    # time into its row buffer (``wide_groups``): with B in the L2, 1.05-1.15x as fast as 4 rows
+    # (forced on an Intel Xeon, one thread, us, 8 / 4 rows: float32 [1,256] @ [256,1024] 13.7-15.7
+    # / 15.7-18.4, [1,512] @ [512,512] 12.5-14.0 / 14.4-18.2, float64 [1,256] @ [256,512]
+    # 13.1-13.8 / 14.7-16.9); from 4 MiB of B alike (float32 [1,512] @ [512,2048] 169-176 /
+    # 164-172, [1,4096] @ [4096,4096] 2559-2575 / 2508-2644).
     gemv=TileShape(
         rows=1,
         vectors=8,
         bits=256,
         fused=True,
         dot_pairs=DotPairs(max_rows_per_set=8, max_streams=8, max_bytes=16 << 20),
+        wide_groups=True,
     ),
     resident=TileShape(rows=4, vectors=1, bits=256, fused=True, depth=8),
     requires=("avx2", "fma"),

@@ -90,7 +90,9 @@ KERNEL = Kernel(
     # needs; from the L3 any request costs more than it gives (one AMD Zen 4 core, L2 1 MiB:
     # B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB).
     # 8-row groups: 1.01-1.13x as fast as 4-row with part of B still in the L3; where B stays
-    # in the L3 they lost (0.80-0.97x).  With AVX2 both lose.  Row dots one row block at
+    # in the L3 they lost (0.80-0.97x), so not at any size (``wide_groups``; on an Intel Xeon
+    # alike from 32 MiB: float32 [1,4096] @ [4096,2048] 1199-1215 us against 1197-1241).  With
+    # AVX2 the requests lose.  Row dots one row block at
     # a time: two 16-row blocks side by side lost here.  Up to 12 rows of C in register
     # strips (``strips``) where B is under 16 MiB, against the few-rows stream, one thread,
     # [m,512] @ [512,2048] and [m,256] @ [256,4096]: float32 and float64 m = 2-3 1.44-1.67x,
@@ -103,6 +105,7 @@ KERNEL = Kernel(
         fused=True,
         strips=12,
         row_fetch=RowFetch(min_bytes=16 << 20, ahead=16384, wide_min_bytes=64 << 20),
+        wide_groups=False,
     ),
     # 16 zmm hold B, 8 the rows of C.
     resident=TileShape(rows=8, vectors=1, bits=512, fused=True, depth=16),

@@ -54,12 +54,16 @@ KERNEL = Kernel(
     # in pairs of row blocks (two FMA chains side by side), within the AVX2 kernel's limits:
     # W @ x, float32 W [2048,512] 201-236 / 346-357 one block at a time, W [4096,4096]
     # 2887-3099 / 5495-5733, float64 W [2048,512] 368-399 / 638-670 (forced on an Intel Xeon).
+    # The single-row stream adds 4 rows of B at a time, not 8 (``wide_groups``): with B in the
+    # L2, us, 4 / 8 rows: float32 [1,512] @ [512,512] 22.5-23.8 / 23.7-27.2, float64 [1,256] @
+    # [256,512] 21.5-23.5 / 23.6-27.1; from 4 MiB alike.
     gemv=TileShape(
         rows=1,
         vectors=4,
         bits=128,
         fused=True,
         dot_pairs=DotPairs(max_rows_per_set=8, max_streams=8, max_bytes=16 << 20),
+        wide_groups=False,
     ),
     resident=TileShape(rows=4, vectors=1, bits=128, fused=True, depth=8),
     requires=(),

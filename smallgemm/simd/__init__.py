@@ -82,6 +82,7 @@ from .memory import (  # noqa: F401
     tile_step_fmas,
     tile_streams_from,
     tile_strips,
+    tile_wide_groups,
     zero_of,
 )
 from .pack import copy_column, fma_throughput_loop, pack_a_rows_block, pack_b_cols_block  # noqa: F401

@@ -250,6 +250,11 @@ dot_pair_max_bytes = shape_constant(
 dot_pair_max_bytes.__doc__ = dot_pair_max_streams.__doc__ = dot_pair_max_rows_per_set.__doc__ = (
     "The limits of a GEMV tile's row-dot pairs (``DotPairs``), 0 where it takes none (compile-time)."
 )
+tile_wide_groups = shape_constant(lambda s, size: int(s.wide_groups), needs_pointer=False)
+tile_wide_groups.__doc__ = (
+    "tile_wide_groups(shape): 1 where a GEMV tile's single-row stream adds B's rows AXPY_ROWS_WIDE at a time"
+    " at any size, else 0 (compile-time)."
+)
 tile_short_rows = shape_constant(lambda s, size: s.short_rows, needs_pointer=False)
 tile_short_rows.__doc__ = (
     "tile_short_rows(shape): the rows of a main tile's last panel up to which it takes a tile that high, 0 for"

@@ -86,6 +86,8 @@ class TileShape:
     (``unpacked.gemv_rows``) requests B ahead and adds rows in wider groups from a large
     B (``RowFetch``), and whether row dots (``unpacked.dot_rows``) take two row blocks side
     by side (``DotPairs``); None: never.
+    ``wide_groups`` too: whether the single-row stream adds B's rows into its row buffer
+    ``AXPY_ROWS_WIDE`` at a time at any size of B, not only from ``row_fetch.wide_min_bytes``.
     ``strips`` too: up to how many rows of C the GEMV tile's driver (``unpacked.gemv_rows``)
     holds a strip of them in registers across all of k where B is not read from memory
     (``strip_sums``: one row in the tile's vectors, up to STRIP_ROWS at once), rather than
@@ -119,6 +121,7 @@ class TileShape:
     depth: int = 1
     row_fetch: RowFetch | None = None
     dot_pairs: DotPairs | None = None
+    wide_groups: bool = False
     strips: int = 0
     stream_from: int = 0
     up_to: int = 0

@@ -46,6 +46,7 @@ from ...simd import (
     tile_lanes,
     tile_store,
     tile_strips,
+    tile_wide_groups,
 )
 from ...simd.linked import linked
 from ...simd.subroutine import subroutine
@@ -86,7 +87,8 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     ``row`` (L1) and every row of B is read once, contiguously: the read
     bandwidth bound, where a register tile walking down B's columns jumps one
     row stride per k.  B's rows are added a group at a time (``axpy_rows``,
-    AXPY_ROWS; ``axpy_rows_wide`` from the tile's ``row_fetch.wide_min_bytes`` of B), so the row
+    AXPY_ROWS; ``axpy_rows_wide`` from the tile's ``row_fetch.wide_min_bytes`` of B, or at any
+    size where it sets ``wide_groups``), so the row
     buffer is read and written once per group of rows of B: one row at a
     time, its traffic evicts B's lines from a 32 KiB L1 (one thread, float32
     [1,512] @ [512,2048]: 94 us in groups, 128 a row at a time).  Where every row of a B
@@ -106,7 +108,7 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     # The kernel's choice (its GEMV tile's ``row_fetch``; 0: none).
     fetch_from, wide_from = row_fetch_min_bytes(rule), row_fetch_wide_min_bytes(rule)
     fetch = fetch_from > 0 and n * k * item_bytes >= fetch_from
-    wide = wide_from > 0 and n * k * item_bytes >= wide_from
+    wide = tile_wide_groups(rule) != 0 or (wide_from > 0 and n * k * item_bytes >= wide_from)
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
