@@ -7,7 +7,7 @@ where a value was not measured on that kernel.  Only KC changes bits; every othe
 only moves work between paths that compute the same chains of FMAs.  What the compiled
 drivers read per kernel is in its tile shapes' Numba types (the main tile's ``short_rows``,
 the few-rows tile's ``up_to``, the narrow tile's ``stream_from``, the streaming tiles'
-``stream`` settings, the GEMV tile's ``strips``, ``row_fetch`` and ``dot_pairs``); the constants
+``stream`` settings, the GEMV tile's ``strips``, ``row_fetch``, ``wide_groups`` and ``dot_pairs``); the constants
 compiled into the drivers for every kernel, measured alike on all of them, are in ``shared``.  The measurements
 behind the values: docs/design.md and docs/performance.md.
 """

@@ -327,7 +327,9 @@ def axpy_vector(typingctx, shape, x, src, src_off, dst, dst_off):
     return types.void(shape, x, src, src_off, dst, dst_off), codegen
 
 
-# Rows of ``src`` that one ``axpy_rows`` (``axpy_rows_wide``) adds into a vector of ``dst``.
+# Rows of ``src`` that one ``axpy_rows`` (``axpy_rows_wide``) adds into a vector of ``dst``: the
+# two group sizes the single-row stream chooses between by its kernel's GEMV tile (``wide_groups``,
+# ``row_fetch.wide_min_bytes``).
 AXPY_ROWS = 4
 AXPY_ROWS_WIDE = 8
 
