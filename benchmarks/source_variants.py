@@ -14,7 +14,8 @@ after 3 calls), and each row gives every variant's range over its processes, in 
 A group in the JSON file: ``{"kernel": name, "commit": sha, "rounds": 3, "variants":
 {label: [[path, pattern, replacement], ...]}, "products": [[label, m, k, n, dtype, options],
 ...]}``.  Options, comma-separated: ``off16`` (B starts 16 bytes into a cache line),
-``fa`` (A F-ordered), ``bt`` (B is W.T, W stored [n, k]), ``stack:N`` (N products).
+``fa`` (A F-ordered), ``bt`` (B is W.T, W stored [n, k]), ``pack_t`` (B is ``pack(W,
+trans=True)``), ``stack:N`` (N products).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ def operands(m: int, k: int, n: int, dtype: str, options: str, rng):
         a = np.asfortranarray(a)
     if "bt" in chosen:
         return a, rng.standard_normal((n, k)).astype(dt).T
+    if "pack_t" in chosen:
+        import smallgemm
+
+        return a, smallgemm.pack(rng.standard_normal((n, k)).astype(dt), trans=True)
     if "off16" in chosen:
         raw = np.empty(k * n + 64 // dt.itemsize, dt)
         start = (-raw.ctypes.data % 64 + 16) // dt.itemsize

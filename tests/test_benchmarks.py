@@ -180,8 +180,8 @@ def test_microkernel_efficiency_row(capsys, monkeypatch):
 
 
 def test_source_variants_lay_out_operands_as_named():
-    """``benchmarks/source_variants.py``: B 16 bytes into a line, an F-ordered A, B as W.T and a
-    stack, each of the shape asked for; and every group of ``kernel_settings.json`` names a
+    """``benchmarks/source_variants.py``: B 16 bytes into a line, an F-ordered A, B as W.T, a
+    stack and a ``pack``ed W.T, each of the shape asked for; and every group of ``kernel_settings.json`` names a
     kernel, a commit, edits of three strings and products of six fields."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -197,6 +197,8 @@ def test_source_variants_lay_out_operands_as_named():
         assert b.shape == (70, 50) and b.flags.f_contiguous and a.dtype == b.dtype == dtype
         a, b = source_variants.operands(3, 7, 5, dtype, "stack:4", rng)
         assert a.shape == (4, 3, 7) and b.shape == (4, 7, 5)
+        a, b = source_variants.operands(1, 70, 50, dtype, "pack_t", rng)
+        assert isinstance(b, smallgemm.PackedMatrix) and b.shape == (70, 50)
     groups = json.loads((ROOT / "benchmarks" / "kernel_settings.json").read_text())
     for name, group in groups.items():
         assert group["kernel"] in {"avx512", "avx2", "portable"} and len(group["commit"]) == 40, name
