@@ -203,22 +203,6 @@ resident_depth = shape_constant(lambda s, size: s.depth, needs_pointer=False)
 resident_depth.__doc__ = (
     "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
 )
-row_fetch_min_bytes = shape_constant(
-    lambda s, size: s.row_fetch.min_bytes if s.row_fetch else 0, needs_pointer=False
-)
-row_fetch_min_bytes.__doc__ = (
-    "row_fetch_min_bytes(shape): the bytes of B from which a GEMV tile's single-row stream requests B ahead,"
-    " 0 for never (compile-time)."
-)
-row_fetch_ahead = shape_constant(lambda s, size: s.row_fetch.ahead if s.row_fetch else 0, needs_pointer=False)
-row_fetch_ahead.__doc__ = "row_fetch_ahead(shape): how many elements ahead those requests are (compile-time)."
-row_fetch_wide_min_bytes = shape_constant(
-    lambda s, size: s.row_fetch.wide_min_bytes if s.row_fetch else 0, needs_pointer=False
-)
-row_fetch_wide_min_bytes.__doc__ = (
-    "row_fetch_wide_min_bytes(shape): the bytes of B from which the single-row stream adds AXPY_ROWS_WIDE"
-    " rows at a time, 0 for never (compile-time)."
-)
 tile_strips = shape_constant(lambda s, size: s.strips, needs_pointer=False)
 tile_strips.__doc__ = (
     "tile_strips(shape): the rows of C up to which a GEMV tile's driver holds strips of them in"
@@ -238,18 +222,6 @@ tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs is not None), ne
 tile_dot_pairs.__doc__ = (
     "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
 )
-dot_pair_max_rows_per_set = shape_constant(
-    lambda s, size: s.dot_pairs.max_rows_per_set if s.dot_pairs else 0, needs_pointer=False
-)
-dot_pair_max_streams = shape_constant(
-    lambda s, size: s.dot_pairs.max_streams if s.dot_pairs else 0, needs_pointer=False
-)
-dot_pair_max_bytes = shape_constant(
-    lambda s, size: s.dot_pairs.max_bytes if s.dot_pairs else 0, needs_pointer=False
-)
-dot_pair_max_bytes.__doc__ = dot_pair_max_streams.__doc__ = dot_pair_max_rows_per_set.__doc__ = (
-    "The limits of a GEMV tile's row-dot pairs (``DotPairs``), 0 where it takes none (compile-time)."
-)
 tile_wide_groups = shape_constant(lambda s, size: int(s.wide_groups), needs_pointer=False)
 tile_wide_groups.__doc__ = (
     "tile_wide_groups(shape): 1 where a GEMV tile's single-row stream adds B's rows AXPY_ROWS_WIDE at a time"
@@ -262,19 +234,34 @@ tile_short_rows.__doc__ = (
 )
 
 
-def _stream_setting(name: str):
-    """The few-rows stream's setting ``name`` on a tile that runs it (compile-time); 0 on a
-    tile that carries no stream settings."""
-    return shape_constant(lambda s, size: getattr(s.stream, name) if s.stream else 0, needs_pointer=False)
+def _record_setting(record: str, name: str):
+    """The field ``name`` of a tile's settings record ``record`` (``stream``, ``row_fetch``,
+    ``dot_pairs``), compile-time; 0 on a tile that carries no such record."""
+
+    def value(shape, size):
+        settings = getattr(shape, record)
+        return getattr(settings, name) if settings is not None else 0
+
+    accessor = shape_constant(value, needs_pointer=False)
+    accessor.__doc__ = (
+        f"{record}_{name}(shape): the tile's ``{record}.{name}``, 0 where it has no ``{record}``."
+    )
+    return accessor
 
 
-stream_strip_bytes = _stream_setting("strip_bytes")
-stream_keep_from_tiles = _stream_setting("keep_from_tiles")
-stream_fetch_distance = _stream_setting("fetch_distance")
-stream_fetch_min_bytes = _stream_setting("fetch_min_bytes")
-stream_lead_min_row_bytes = _stream_setting("lead_min_row_bytes")
-stream_transposed_fetch_min_bytes = _stream_setting("transposed_fetch_min_bytes")
-stream_transposed_fetch_max_run = _stream_setting("transposed_fetch_max_run")
+stream_strip_bytes = _record_setting("stream", "strip_bytes")
+stream_keep_from_tiles = _record_setting("stream", "keep_from_tiles")
+stream_fetch_distance = _record_setting("stream", "fetch_distance")
+stream_fetch_min_bytes = _record_setting("stream", "fetch_min_bytes")
+stream_lead_min_row_bytes = _record_setting("stream", "lead_min_row_bytes")
+stream_transposed_fetch_min_bytes = _record_setting("stream", "transposed_fetch_min_bytes")
+stream_transposed_fetch_max_run = _record_setting("stream", "transposed_fetch_max_run")
+row_fetch_min_bytes = _record_setting("row_fetch", "min_bytes")
+row_fetch_ahead = _record_setting("row_fetch", "ahead")
+row_fetch_wide_min_bytes = _record_setting("row_fetch", "wide_min_bytes")
+dot_pair_max_rows_per_set = _record_setting("dot_pairs", "max_rows_per_set")
+dot_pair_max_streams = _record_setting("dot_pairs", "max_streams")
+dot_pair_max_bytes = _record_setting("dot_pairs", "max_bytes")
 
 
 @intrinsic
