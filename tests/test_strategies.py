@@ -85,6 +85,8 @@ def test_every_kernel_gives_its_loops_settings_and_no_two_settings_share_compile
         assert kernel.few.stream is not None, kernel.name
         assert (kernel.narrow.stream is not None) == (kernel.narrow.stream_from > 0), kernel.name
         assert kernel.shape.short_rows < kernel.mr(), kernel.name
+        for tile in (kernel.few, kernel.narrow):  # a kept strip fits the stream's panel
+            assert tile.stream is None or 0 < tile.stream.strip_bytes <= shared.STREAM_STRIP_MAX_BYTES
     streams = {kernel.few.stream for kernel in KERNELS}
     assert len({TileShapeType(dataclasses.replace(KERNELS[0].few, stream=s)).name for s in streams}) == len(
         streams

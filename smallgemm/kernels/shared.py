@@ -4,8 +4,9 @@ A value here was measured on every kernel (AVX-512 natively; AVX2 and the portab
 kernel forced on the same host) and the same value served them all, or it sizes a
 buffer or a schedule rather than a kernel's loop; its comment says which.  A value
 some kernel needs of its own is a field of that kernel's tile shapes (the main tile's
-``short_rows``, the few-rows tile's ``up_to`` and ``stream`` settings, the GEMV tile's
-``row_fetch`` and ``dot_pairs``: ``kernels/avx512.py``, ``avx2.py``, ``portable.py``).
+``short_rows``, the few-rows tile's ``up_to``, the streaming tiles' ``stream`` settings, the
+GEMV tile's ``row_fetch``, ``wide_groups`` and ``dot_pairs``: ``kernels/avx512.py``,
+``avx2.py``, ``portable.py``).
 The driver modules import these by name (``from ..kernels.shared import X``), so each
 stays a module global there and Numba freezes it into the compiled code.  Plain ints
 only: this module imports nothing, so it adds no import cycle.  Structural values (tile
@@ -72,8 +73,7 @@ C_PREFETCH_FMAS = 64 * 28
 # --- Tasks of the parallel drivers (drivers/parallel/) ---
 
 # A schedule, not a kernel's loop: at least this many row-block tasks per worker, so
-# that uneven tasks even out;
-# when rows are too few for that, columns are split too.  The unpacked parallel
+# that uneven tasks even out; when rows are too few for that, columns are split too.  The unpacked parallel
 # driver cuts row dots and a transposed B's stream into as many tasks per worker,
 # and the planner (``plan.rules``) reads it for stacks too few to share out evenly.
 TASKS_PER_WORKER = 3
@@ -81,9 +81,8 @@ TASKS_PER_WORKER = 3
 # --- Stacks of products (drivers/batched.py) ---
 
 # A schedule, not a kernel's loop: an unpacked stack is cut into at most this many
-# tasks per worker (runs of
-# consecutive products: tiny products are not worth a claim each); a blocked
-# stack's products are one task each.
+# tasks per worker (runs of consecutive products: tiny products are not worth a claim
+# each); a blocked stack's products are one task each.
 UNPACKED_TASKS_PER_WORKER = 8
 
 # --- The unpacked driver's tile choice (drivers/unpacked/route.py) ---

@@ -83,7 +83,7 @@ def stream_tiles(
     column strips that start on cache lines.
 
     NumPy's large arrays start 16 bytes into a line, so a strip of B one line wide
-    (the AVX2 few-rows tile) spans two: where every row of B starts at the same place
+    (the AVX2 few-rows tile, the AVX-512 narrow tile) spans two: where every row of B starts at the same place
     within a line, the columns before the first line boundary are a strip of their
     own, where B's rows lie far enough apart to share L1 sets (the kernel's
     ``lead_min_row_bytes``).  Each element keeps its FMA chain: the same bits.
