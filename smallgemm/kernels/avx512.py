@@ -53,9 +53,10 @@ NARROW_TILE_STREAM = StreamSettings(
     # From 2 tiles (29 to 32 rows): float32 [32,512] @ [512,2048], B 16 bytes into a line,
     # 735-806 us kept, 886-924 not.
     keep_from_tiles=2,
-    # A sweep of one row tile (13 to 16 rows) requests the strip two strips ahead: float64
-    # [16,512] @ [512,4096] 1651-1734 us, one strip ahead 1530-1656, without 2382-2451; float32
-    # [16,1024] @ [1024,8192] 2946-2991, 2817-2996, 2955-3175.
+    # A sweep of one row tile (13 to 16 rows) requests the strip two strips ahead (us, two
+    # ahead / one / none): float32 [14,4096] @ [4096,4096] 5792-6075 / 5886-6157 / 6795-7379,
+    # [16,1024] @ [1024,8192] 2785-3054 / 2858-2956 / 3025-3172, [16,512] @ [512,2048] 382-407 /
+    # 385-403 / 408-430; float64 [16,512] @ [512,4096] 1430-1513 / 1389-1492 / 1464-1621.
     fetch_distance=2,
     fetch_min_bytes=0,
     # B 16 bytes into a line, a strip one line wide spans two: the columns before the first line
