@@ -167,14 +167,14 @@ def _element_offsets(x: np.ndarray, batch_shape: tuple) -> np.ndarray:
 
 def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """c[...] = a @ b for a, b of c's dtype, shapes already checked and broadcastable."""
-    k = a.shape[-1]
+    if c.ndim == 2:  # an empty C and k == 0 too: the table's "empty" and "scale only" rows
+        strategies.compute(1.0, a, b, 0.0, c)
+        return
+    # A stack's rows index its first matrices, which an empty stack lacks, and take k >= 1.
     if c.size == 0:
         return
-    if k == 0:
+    if a.shape[-1] == 0:
         c[...] = 0
-        return
-    if c.ndim == 2:
-        strategies.compute(1.0, a, b, 0.0, c)
         return
     if b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
         # One B shared by a stack of A's (a linear layer): one tall product.
