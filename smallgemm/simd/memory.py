@@ -164,8 +164,9 @@ def multiply_add(typingctx, shape, x, y, z):
     return x(shape, x, y, z), codegen
 
 
-def shape_constant(value, needs_pointer: bool):
-    """An intrinsic returning ``value(TileShape, itemsize)`` as a compile-time int64."""
+def shape_constant(value, needs_pointer: bool, doc: str | None = None):
+    """An intrinsic returning ``value(TileShape, itemsize)`` as a compile-time int64, documented
+    by ``doc``."""
 
     def typer(typingctx, shape, ptr=None):
         dtype = float_pointer(ptr) if needs_pointer else types.float64
@@ -179,58 +180,77 @@ def shape_constant(value, needs_pointer: bool):
         return (types.int64(shape, ptr) if needs_pointer else types.int64(shape)), codegen
 
     if needs_pointer:
-        return intrinsic(lambda typingctx, shape, ptr: typer(typingctx, shape, ptr))
-    return intrinsic(lambda typingctx, shape: typer(typingctx, shape))
+        constant = intrinsic(lambda typingctx, shape, ptr: typer(typingctx, shape, ptr))
+    else:
+        constant = intrinsic(lambda typingctx, shape: typer(typingctx, shape))
+    constant.__doc__ = doc
+    return constant
 
 
-tile_rows = shape_constant(lambda s, size: s.rows, needs_pointer=False)
-tile_rows.__doc__ = "tile_rows(shape): MR of the shape, as a compile-time constant."
-tile_cols = shape_constant(lambda s, size: s.cols(size), needs_pointer=True)
-tile_cols.__doc__ = (
-    "tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant."
+tile_rows = shape_constant(
+    lambda s, size: s.rows,
+    needs_pointer=False,
+    doc="tile_rows(shape): MR of the shape, as a compile-time constant.",
 )
-tile_lanes = shape_constant(lambda s, size: s.lanes(size), needs_pointer=True)
-tile_lanes.__doc__ = (
-    "tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant."
+tile_cols = shape_constant(
+    lambda s, size: s.cols(size),
+    needs_pointer=True,
+    doc="tile_cols(shape, ptr): NR of the shape for the pointer's dtype, as a compile-time constant.",
 )
-line_elements = shape_constant(lambda s, size: 64 // size, needs_pointer=True)
-line_elements.__doc__ = "line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant."
-tile_step_fmas = shape_constant(lambda s, size: s.rows * s.vectors, needs_pointer=False)
-tile_step_fmas.__doc__ = (
-    "tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant."
+tile_lanes = shape_constant(
+    lambda s, size: s.lanes(size),
+    needs_pointer=True,
+    doc="tile_lanes(shape, ptr): lanes per vector for the pointer's dtype, as a compile-time constant.",
 )
-resident_depth = shape_constant(lambda s, size: s.depth, needs_pointer=False)
-resident_depth.__doc__ = (
-    "resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant."
+line_elements = shape_constant(
+    lambda s, size: 64 // size,
+    needs_pointer=True,
+    doc="line_elements(shape, ptr): elements of the pointer's dtype in a 64-byte cache line, a compile-time constant.",
 )
-tile_strips = shape_constant(lambda s, size: s.strips, needs_pointer=False)
-tile_strips.__doc__ = (
-    "tile_strips(shape): the rows of C up to which a GEMV tile's driver holds strips of them in"
-    " registers, 0 for never (compile-time)."
+tile_step_fmas = shape_constant(
+    lambda s, size: s.rows * s.vectors,
+    needs_pointer=False,
+    doc="tile_step_fmas(shape): vector FMAs of one k step of the tile, as a compile-time constant.",
 )
-tile_streams_from = shape_constant(lambda s, size: s.stream_from, needs_pointer=False)
-tile_streams_from.__doc__ = (
-    "tile_streams_from(shape): the rows of C from which the narrow tile runs the few-rows stream, 0 for never"
-    " (compile-time)."
+resident_depth = shape_constant(
+    lambda s, size: s.depth,
+    needs_pointer=False,
+    doc="resident_depth(shape): the rows of B a resident-B tile holds, as a compile-time constant.",
 )
-tile_chosen_up_to = shape_constant(lambda s, size: s.up_to, needs_pointer=False)
-tile_chosen_up_to.__doc__ = (
-    "tile_chosen_up_to(shape): the rows of C up to which the unpacked driver takes the few-rows tile, 0 for"
-    " never (compile-time)."
+tile_strips = shape_constant(
+    lambda s, size: s.strips,
+    needs_pointer=False,
+    doc="tile_strips(shape): the rows of C up to which a GEMV tile's driver holds strips of them in"
+    " registers, 0 for never (compile-time).",
 )
-tile_dot_pairs = shape_constant(lambda s, size: int(s.dot_pairs is not None), needs_pointer=False)
-tile_dot_pairs.__doc__ = (
-    "tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time)."
+tile_streams_from = shape_constant(
+    lambda s, size: s.stream_from,
+    needs_pointer=False,
+    doc="tile_streams_from(shape): the rows of C from which the narrow tile runs the few-rows stream, 0 for never"
+    " (compile-time).",
 )
-tile_wide_groups = shape_constant(lambda s, size: int(s.wide_groups), needs_pointer=False)
-tile_wide_groups.__doc__ = (
-    "tile_wide_groups(shape): 1 where a GEMV tile's single-row stream adds B's rows AXPY_ROWS_WIDE at a time"
-    " at any size, else 0 (compile-time)."
+tile_chosen_up_to = shape_constant(
+    lambda s, size: s.up_to,
+    needs_pointer=False,
+    doc="tile_chosen_up_to(shape): the rows of C up to which the unpacked driver takes the few-rows tile, 0 for"
+    " never (compile-time).",
 )
-tile_short_rows = shape_constant(lambda s, size: s.short_rows, needs_pointer=False)
-tile_short_rows.__doc__ = (
-    "tile_short_rows(shape): the rows of a main tile's last panel up to which it takes a tile that high, 0 for"
-    " never (compile-time)."
+tile_dot_pairs = shape_constant(
+    lambda s, size: int(s.dot_pairs is not None),
+    needs_pointer=False,
+    doc="tile_dot_pairs(shape): 1 where a GEMV tile's row dots take row blocks in pairs, else 0 (compile-time).",
+)
+tile_wide_groups = shape_constant(
+    lambda s, size: int(s.wide_groups),
+    needs_pointer=False,
+    doc="tile_wide_groups(shape): 1 where a GEMV tile's single-row stream adds B's rows AXPY_ROWS_WIDE at a time"
+    " at any size, else 0 (compile-time).",
+)
+tile_short_rows = shape_constant(
+    lambda s, size: s.short_rows,
+    needs_pointer=False,
+    doc="tile_short_rows(shape): the rows of a main tile's last panel up to which it takes a tile that high, 0 for"
+    " never (compile-time).",
 )
 
 
@@ -242,11 +262,11 @@ def _record_setting(record: str, name: str):
         settings = getattr(shape, record)
         return getattr(settings, name) if settings is not None else 0
 
-    accessor = shape_constant(value, needs_pointer=False)
-    accessor.__doc__ = (
-        f"{record}_{name}(shape): the tile's ``{record}.{name}``, 0 where it has no ``{record}``."
+    return shape_constant(
+        value,
+        needs_pointer=False,
+        doc=f"{record}_{name}(shape): the tile's ``{record}.{name}``, 0 where it has no ``{record}``.",
     )
-    return accessor
 
 
 stream_strip_bytes = _record_setting("stream", "strip_bytes")
@@ -332,9 +352,10 @@ def panel_row(typingctx, shape):
     return row(shape), codegen
 
 
-panel_row_count = shape_constant(lambda s, size: max(1, PANEL_ROW_VECTORS // s.vectors), needs_pointer=False)
-panel_row_count.__doc__ = (
-    "panel_row_count(shape): the packed panels ``panel_row(shape)`` spans, compile-time."
+panel_row_count = shape_constant(
+    lambda s, size: max(1, PANEL_ROW_VECTORS // s.vectors),
+    needs_pointer=False,
+    doc="panel_row_count(shape): the packed panels ``panel_row(shape)`` spans, compile-time.",
 )
 
 
