@@ -200,6 +200,14 @@ def test_gemm_with_alpha_and_beta_one_continues_the_chain(kernel, dtype, chunks)
         _check(
             smallgemm.gemm(1.0, a, b, beta=1.0, c=c0), chain_reference(1.0, a, b, 1.0, c0), f"{m}x{n} from c"
         )
+        # In place, as smallgemm.nn accumulates a gradient: A given transposed, an F-ordered C.
+        c1 = np.asfortranarray(random_matrix(rng, (m, n), dtype))
+        expected = chain_reference(1.0, a, b, 1.0, c1)
+        out = smallgemm.gemm(
+            1.0, np.ascontiguousarray(a.T), b, beta=1.0, c=c1, trans_a=True, overwrite_c=True
+        )
+        assert out is c1
+        _check(c1, expected, f"{m}x{n} from an F-ordered c, a transposed")
 
 
 def test_the_exact_switch(dtype):
