@@ -6,7 +6,8 @@
 What a call costs where the product itself is a fraction of a microsecond: 2-D
 products with and without ``out=``, 64^3, stacks along one batch axis (1000 products
 of 16^3, 8^3 and 4^3 among them), a stack times one matrix, 3x3 matrices and 3-vectors,
-and ``gemm`` against the NumPy code that does the same.  Each row times runs of calls in timeit's loop
+and ``gemm`` against the NumPy code that does the same (a layer's gradient accumulated as
+``smallgemm.nn`` does among them).  Each row times runs of calls in timeit's loop
 (``CALLS`` calls, one timer read per run: a timer around each call would add ~0.3 us
 to both sides), smallgemm and NumPy interleaved in this one process
 (``targets.compare``), without the OpenBLAS forcing variables; the medians are per
@@ -87,6 +88,18 @@ def rows_of(dtype: np.dtype, threads: int) -> None:
             b=b,
             c=c,
         )
+    # A linear layer's weight gradient as smallgemm.nn accumulates it: a continued chain.
+    x, g, grad = rand(64, 32, dtype=dtype), rand(64, 32, dtype=dtype), np.zeros((32, 32), dtype)
+    row(
+        f"{kind} [64,32].T @ [64,32], gemm(1, x, g, beta=1, c=c, trans_a=True, overwrite_c=True)"
+        " against NumPy's c += x.T @ g",
+        "smallgemm.gemm(1.0, x, g, beta=1.0, c=c, trans_a=True, overwrite_c=True)",
+        "np.add(c, np.matmul(x.T, g), out=c)",
+        threads,
+        x=x,
+        g=g,
+        c=grad,
+    )
     matmul_rows(
         f"{kind} 64x64", threads, ">= 1.1", rand(64, 64, dtype=dtype), rand(64, 64, dtype=dtype), calls=100
     )
