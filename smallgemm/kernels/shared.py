@@ -18,10 +18,10 @@ geometry, buffer layouts, hardware facts) stay with the code they describe.
 # Rows of B requested ahead while a panel is packed from contiguous rows.  A
 # panel takes NR elements from each of KC rows a whole row stride apart (8 KiB
 # for n = 2048 float32): every row is a new page, which the hardware
-# prefetchers do not cross.  On the Intel Xeon host (AVX-512, one thread, float32,
-# 256x2048x2048 to 4096x1024x4096) the requests once gained 3-6 % GFLOP/s, 8 rows ahead
-# less, 64 no more; measured again on every kernel (forced on that host) they neither
-# gain nor lose (ms, with / without): AVX-512 float32 256x2048x2048 15.5-15.7 /
+# prefetchers do not cross.  They gained 3-6 % GFLOP/s in a first measurement (AVX-512,
+# one thread, float32, 256x2048x2048 to 4096x1024x4096; 8 rows ahead less, 64 no more) and
+# neither gain nor lose on any kernel in the latest (one thread, forced on an Intel Xeon,
+# ms, with / without): AVX-512 float32 256x2048x2048 15.5-15.7 /
 # 14.8-16.2, float64 256x1024x2048 14.4-16.1 / 15.6-16.3; AVX2 23.9-25.3 / 24.3-24.9 and
 # 24.9-25.9 / 23.9-25.6; portable (half the rows) 25.5-25.6 / 25.3-26.0.
 PACK_B_AHEAD = 32
