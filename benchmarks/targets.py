@@ -28,6 +28,7 @@ from smallgemm.kernels import microkernel
 from smallgemm.plan import dispatch, in_force
 from smallgemm.plan.workspace import aligned_empty
 from smallgemm.simd import OVERWRITE, address
+from smallgemm.simd.records import matrix, merge
 from smallgemm.tools import bench
 
 RNG = np.random.default_rng(0)
@@ -110,6 +111,7 @@ ALTERNATIONS = 15
 
 @njit
 def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
+    target = matrix(address(c), 0, c.shape[1], 1)
     for _ in range(reps):
         microkernel(
             shape,
@@ -118,15 +120,10 @@ def _kernel_loop(shape, kc, a, b, c, scratch, reps, one):
             0,
             address(b),
             0,
-            address(c),
-            0,
-            c.shape[1],
-            1,
+            target,
             c.shape[0],
             c.shape[1],
-            one,
-            one,
-            OVERWRITE,
+            merge(one, one, OVERWRITE),
             address(scratch),
         )
 

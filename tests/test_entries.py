@@ -38,10 +38,10 @@ def _swapped(roles: dict, i: int, j: int) -> dict:
 @pytest.mark.parametrize("change", ["swapped", "missing", "extra", "renamed"])
 def test_a_declaration_that_drifts_from_its_function_is_refused(change):
     roles = dict(entries.BLOCKED.roles)
-    if change == "swapped":  # the kinds still line up (mc, nc, kc are all ints): only the names tell
-        roles = _swapped(roles, 6, 8)
+    if change == "swapped":  # the kinds still line up (alpha and beta are both scalars): only the names tell
+        roles = _swapped(roles, 1, 2)
     elif change == "missing":
-        del roles["scratch"]
+        del roles["ws"]
     elif change == "extra":
         roles["workers"] = "int"
     else:

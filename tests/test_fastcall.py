@@ -12,7 +12,7 @@ from reference import chain_reference
 
 import smallgemm
 from smallgemm.drivers.batched import STACK_CALL_PRODUCTS
-from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
+from smallgemm.drivers.unpacked import CALL_CONTEXT, SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from smallgemm.plan import prepared, runners
 from smallgemm.simd import buffer_at, fastcall, objects
 from smallgemm.simd.linked import linked
@@ -112,8 +112,8 @@ def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():
     thread's workspace addresses (the routine uses them as the entry did)."""
     _ways_in_in_use(np.float32)
     prep = prepared.current_prepared(np.dtype(np.float32))
-    assert prep.small.__self__[3] == prep.workspace.scratch.ctypes.data
-    assert prep.small.__self__[4] == prep.workspace.sums.ctypes.data
+    for name in ("abuf", "bbuf", "scratch", "sums"):
+        assert prep.small.__self__[CALL_CONTEXT.index(name)] == getattr(prep.workspace, name).ctypes.data
 
 
 def test_the_small_stack_way_in_refuses_what_it_cannot_read_and_plans_long_stacks(kernel, dtype):

@@ -6,10 +6,12 @@ from numba import njit
 
 from smallgemm.kernels import KERNELS, microkernel
 from smallgemm.simd import ACCUMULATE, OVERWRITE, SCALE, address
+from smallgemm.simd.records import matrix, merge
 
 
 @njit
 def _run(shape, kc, apanel, bpanel, c, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
+    target = matrix(address(c), 0, rs_c, cs_c)
     microkernel(
         shape,
         kc,
@@ -17,15 +19,10 @@ def _run(shape, kc, apanel, bpanel, c, rs_c, cs_c, rows, cols, alpha, beta, mode
         0,
         address(bpanel),
         0,
-        address(c),
-        0,
-        rs_c,
-        cs_c,
+        target,
         rows,
         cols,
-        alpha,
-        beta,
-        mode,
+        merge(alpha, beta, mode),
         address(scratch),
     )
 

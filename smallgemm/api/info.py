@@ -29,7 +29,7 @@ def info() -> dict:
         },
         "configuration": in_force.tuned_configuration(),
         "block_sizes": {
-            dt: vars(in_force.block_sizes(kernel, np.dtype(dt))).copy() for dt in ("float32", "float64")
+            dt: in_force.block_sizes(kernel, np.dtype(dt)).blocks._asdict() for dt in ("float32", "float64")
         },
         "threads": {
             "num_threads": threads.get_num_threads(),

@@ -50,6 +50,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
@@ -60,6 +61,7 @@ from ..drivers.standalone import standalone_product
 from ..drivers.unpacked import byte_span, spans_meet
 from ..plan import blocking, dispatch, in_force
 from ..simd import address
+from ..simd.records import Blocks, matrix, product
 
 _FLOATS = (types.float32, types.float64)
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
@@ -193,64 +195,41 @@ def _element_strides(function, a_strides, b_strides, c_strides, size):
     )
 
 
+class ArrayFields(NamedTuple):
+    """An operand as ``product_entry`` takes it: a pointer to its element [0, 0], that
+    element's address, its shape and its strides in bytes."""
+
+    pointer: object
+    at: int
+    shape: tuple
+    strides: tuple
+
+
 @njit(cache=True)
-def product_entry(
-    shape,
-    fixed,
-    alpha64,
-    beta64,
-    alpha,
-    beta,
-    size,
-    a,
-    a_at,
-    a_shape,
-    a_strides,
-    b,
-    b_at,
-    b_shape,
-    b_strides,
-    c,
-    c_at,
-    c_shape,
-    c_strides,
-):
-    """C = alpha*A.B + beta*C after the run-time checks: A, B, C given by pointer, address,
-    shape and strides in bytes, ``size`` bytes an element; ``fixed``: (MATMUL or GEMM, whose
-    words the errors take, MR, MC, NC, KC)."""
+def product_entry(shape, fixed, alpha64, beta64, alpha, beta, size, a, b, c):
+    """C = alpha*A.B + beta*C after the run-time checks: A, B, C as ``ArrayFields``, ``size``
+    bytes an element; ``fixed``: (MATMUL or GEMM, whose words the errors take, MR, MC, NC, KC)."""
     function, mr, mc, nc, kc = fixed
-    m, k = a_shape
-    k_b, n = b_shape
-    _check_shapes(function == GEMM, m, k, k_b, n, c_shape[0], c_shape[1])
-    rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = _element_strides(function, a_strides, b_strides, c_strides, size)
-    c_span = byte_span(c_at, c_shape, c_strides, size)
+    m, k = a.shape
+    k_b, n = b.shape
+    _check_shapes(function == GEMM, m, k, k_b, n, c.shape[0], c.shape[1])
+    rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = _element_strides(function, a.strides, b.strides, c.strides, size)
+    c_span = byte_span(c.at, c.shape, c.strides, size)
     apart = not (
-        spans_meet(c_span, byte_span(a_at, a_shape, a_strides, size))
-        or spans_meet(c_span, byte_span(b_at, b_shape, b_strides, size))
+        spans_meet(c_span, byte_span(a.at, a.shape, a.strides, size))
+        or spans_meet(c_span, byte_span(b.at, b.shape, b.strides, size))
     )
     mc, kc = _depth_blocks(mc, kc, k, mr)
     standalone_product(
         shape,
         alpha64,
         beta64,
-        alpha,
-        beta,
-        m,
-        n,
-        k,
-        a,
-        rs_a,
-        cs_a,
-        b,
-        rs_b,
-        cs_b,
-        c,
-        rs_c,
-        cs_c,
+        product(m, n, k, alpha, beta),
+        matrix(a.pointer, 0, rs_a, cs_a),
+        matrix(b.pointer, 0, rs_b, cs_b),
+        matrix(c.pointer, 0, rs_c, cs_c),
         apart,
-        mc,
-        nc,
-        kc,
+        Blocks(mc, nc, kc),
     )
 
 
@@ -279,18 +258,9 @@ def _compiled(kernel, sizes: dict) -> tuple:
             one,
             one - one,
             a.itemsize,
-            address(a),
-            a.ctypes.data,
-            a.shape,
-            a.strides,
-            address(b),
-            b.ctypes.data,
-            b.shape,
-            b.strides,
-            address(out),
-            out.ctypes.data,
-            out.shape,
-            out.strides,
+            ArrayFields(address(a), a.ctypes.data, a.shape, a.strides),
+            ArrayFields(address(b), b.ctypes.data, b.shape, b.strides),
+            ArrayFields(address(out), out.ctypes.data, out.shape, out.strides),
         )
         return out
 
@@ -307,18 +277,9 @@ def _compiled(kernel, sizes: dict) -> tuple:
             a.dtype.type(alpha64),
             a.dtype.type(beta64),
             a.itemsize,
-            address(a),
-            a.ctypes.data,
-            a.shape,
-            a.strides,
-            address(b),
-            b.ctypes.data,
-            b.shape,
-            b.strides,
-            address(c),
-            c.ctypes.data,
-            c.shape,
-            c.strides,
+            ArrayFields(address(a), a.ctypes.data, a.shape, a.strides),
+            ArrayFields(address(b), b.ctypes.data, b.shape, b.strides),
+            ArrayFields(address(c), c.ctypes.data, c.shape, c.strides),
         )
         return c
 

@@ -37,8 +37,10 @@ from ..simd.objects import (
     word_at,
     words_at,
 )
+from ..simd.records import Tiles, Workspace, later_matrices, matrix_of, product, stack
 from ..simd.subroutine import subroutine
 from ..simd.workers import on_workers
+from .arguments import kernel_tiles, stack_operand, task_logs, workspace_of
 from .blocked import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .unpacked import (
@@ -50,38 +52,36 @@ from .unpacked import (
     gemm_unpacked_stack,
     small_product_route,
     spans_meet,
+    workspace_at,
 )
 
 
 @njit(cache=True)
-def batch_entry(
-    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
-    mc, nc, kc, abuf, bbuf, scratch, sums,
-):
-    """C[t] = alpha*A[t].B[t] + beta*C[t] for every t; a, b, c are the first matrices;
-    ``lane_sums``: the row-dots rule's flag (``simd.row_dots_rule``)."""
-    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
+def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
+    """C[t] = A[t].B[t] for every t: ``a``, ``b``, ``c`` are the first matrices, ``offsets``
+    the matrices' element offsets from them (three 1-D arrays); ``tiles``: the prepared state's
+    (``arguments.kernel_tiles``), ``blocks`` its ``Blocks``, ``ws`` its workspace."""
+    offsets_a, offsets_b, offsets_c = offsets
     stack_run(
-        shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, m, n, k,
-        address(a), rs_a, cs_a, address(b), rs_b, cs_b, address(c), rs_c, cs_c,
-        address(offsets_a), address(offsets_b), address(offsets_c), offsets_c.shape[0], unpacked, mc, nc, kc,
-        address(abuf), address(bbuf), address(scratch), address(sums),
+        kernel_tiles(tiles), stack_product(a, b), stack_operand(a, offsets_a), stack_operand(b, offsets_b),
+        stack_operand(c, offsets_c), offsets_c.shape[0], unpacked, blocks, workspace_of(ws),
     )
 
 
 # The int64 values bound to a prepared state's ``stack_call`` builtin, in this order
 # (``prepared.Prepared``): the row-dots rule's lane-wise flag; KC; the addresses of the
-# workspace's scratch tile and sums; the small-product limits; the stack's limits for
+# workspace's buffers (``Workspace``'s fields); the small-product limits; the stack's limits for
 # threads (``rules.stack_worth_threads``); the address of ``numpy.ndarray``, the one type of
 # A, B and C the routine reads, and of ``True``; and the address of a buffer for the
 # matrices' offsets, three runs of STACK_CALL_PRODUCTS.
 STACK_CONTEXT = (
-    "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
+    "lane_sums", "kc", "abuf", "bbuf", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
     "parallel_volume", "product_overhead", "array_type", "true", "offsets",
 )
 (
-    STACK_LANE_SUMS, STACK_KC, STACK_SCRATCH, STACK_SUMS, STACK_MAX_VOLUME, STACK_MIN_STREAM, STACK_FEW_ROWS,
-    STACK_COLUMN_TILES, STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD, STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
+    STACK_LANE_SUMS, STACK_KC, STACK_ABUF, STACK_BBUF, STACK_SCRATCH, STACK_SUMS, STACK_MAX_VOLUME,
+    STACK_MIN_STREAM, STACK_FEW_ROWS, STACK_COLUMN_TILES, STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD,
+    STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
 # longer stack is planned (``strategies.compute``), whose Python costs ~3 us more: under 2 %.
@@ -170,13 +170,13 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         offsets[t] = t * (a_bytes[0] // size)
         offsets[STACK_CALL_PRODUCTS + t] = t * (b_bytes[0] // size)
         offsets[2 * STACK_CALL_PRODUCTS + t] = t * (c_bytes[0] // size)
+    tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident)
     gemm_unpacked_stack(
-        shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident, m, n, k,
-        one_of(like), zero_of(like), buffer_at(data[0], like), offsets, rs_a, cs_a,
-        buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b,
-        buffer_at(data[2], like), advance(offsets, 2 * STACK_CALL_PRODUCTS), c_bytes[1] // size, c_bytes[2] // size,
-        word_at(context + 8 * STACK_KC), buffer_at(word_at(context + 8 * STACK_SCRATCH), like),
-        buffer_at(word_at(context + 8 * STACK_SUMS), like), products,
+        tiles, m, n, k, one_of(like), zero_of(like), stack(buffer_at(data[0], like), offsets, rs_a, cs_a),
+        stack(buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b),
+        stack(buffer_at(data[2], like), advance(offsets, 2 * STACK_CALL_PRODUCTS), c_bytes[1] // size,
+              c_bytes[2] // size),
+        word_at(context + 8 * STACK_KC), workspace_at(context + 8 * STACK_ABUF, like), products,
     )
     store_word(answer, SMALL_DONE)
 
@@ -193,99 +193,82 @@ def small_stack_entry(shape, narrow, few, gemv, resident, like):
 
 
 @subroutine(inline=True)
-def stack_geometry(a, b, c):
-    """(m, n, k, and the row and column strides of A, B and C in elements) of a stack's first product."""
-    size = a.itemsize
-    return (
-        a.shape[0], b.shape[1], a.shape[1], a.strides[0] // size, a.strides[1] // size,
-        b.strides[0] // size, b.strides[1] // size, c.strides[0] // size, c.strides[1] // size,
+def stack_product(a, b):
+    """The ``Product`` C = A.B of a stack whose first matrices are the 2-D arrays ``a`` and ``b``."""
+    return product(a.shape[0], b.shape[1], a.shape[1], one_of(address(a)), zero_of(address(a)))
+
+
+@subroutine
+def stack_run(tiles, problem, a, b, c, count, unpacked, blocks, work):
+    """``count`` products of a stack (or of a run of it) one after the other, each ``problem``
+    (a ``Product``) from the ``Stack`` records ``a``, ``b``, ``c``."""
+    m, n, k, alpha, beta = problem
+    if unpacked:
+        gemm_unpacked_stack(tiles, m, n, k, alpha, beta, a, b, c, blocks.kc, work, count)
+        return
+    for t in range(count):
+        gemm_serial(tiles.main, problem, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), blocks, work, False)
+
+
+@njit(cache=True, nogil=True)  # the GIL released while it computes
+def batch_tasks_entry(tiles, a, b, c, offsets, unpacked, blocks, workers, ws):
+    """``batch_entry`` on ``workers`` workers, the products as tasks handed out by the
+    task counters; each worker has its own A block, B slice, edge tile and sums."""
+    offsets_a, offsets_b, offsets_c = offsets
+    reset_counters(address(ws.counter), workers)
+    batch_worker(
+        workers, kernel_tiles(tiles), stack_product(a, b), stack_operand(a, offsets_a), stack_operand(b, offsets_b),
+        stack_operand(c, offsets_c), offsets_c.shape[0], unpacked, blocks, workspace_of(ws), address(ws.counter),
     )
 
 
 @subroutine
-def stack_run(
-    shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    offsets_a, offsets_b, offsets_c, count, unpacked, mc, nc, kc, abuf, bbuf, scratch, sums,
-):
-    """``count`` products of a stack (or of a run of it) one after the other: the t-th
-    reads A, B and C at ``offsets_*[t]`` elements from ``a``, ``b`` and ``c``."""
-    if unpacked:
-        gemm_unpacked_stack(
-            shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a,
-            b, offsets_b, rs_b, cs_b, c, offsets_c, rs_c, cs_c, kc, scratch, sums, count,
-        )
-        return
-    for t in range(count):
-        gemm_serial(
-            shape, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b, cs_b,
-            c, offsets_c[t], rs_c, cs_c, mc, nc, kc, abuf, bbuf, scratch, False,
-        )
-
-
-@njit(cache=True, nogil=True)  # the GIL released while it computes
-def batch_tasks_entry(
-    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, unpacked,
-    mc, nc, kc, workers, abuf, bbuf, scratch, sums, counter,
-):
-    """``batch_entry`` on ``workers`` workers, the products as tasks handed out by the
-    task counters; each worker has its own A block, B slice, edge tile and sums."""
-    count = offsets_c.shape[0]
-    tasks = min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
-    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
-    reset_counters(address(counter), workers)
-    batch_worker(
-        workers, shape, narrow, few, row_dots_rule(gemv, lane_sums), resident, alpha, beta, m, n, k,
-        address(a), rs_a, cs_a, address(b), rs_b, cs_b, address(c), rs_c, cs_c,
-        address(offsets_a), address(offsets_b), address(offsets_c), count, tasks, unpacked, mc, nc, kc,
-        address(abuf), address(bbuf), address(scratch), address(sums), address(counter),
-    )
+def stack_tasks(count, unpacked, workers):
+    """Tasks a stack of ``count`` products is cut into: runs of products on the unpacked tiles
+    (UNPACKED_TASKS_PER_WORKER a worker), else one product a task."""
+    return min(count, UNPACKED_TASKS_PER_WORKER * workers) if unpacked else count
 
 
 @on_workers
-def batch_worker(
-    w, workers, shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-    offsets_a, offsets_b, offsets_c, count, tasks, unpacked, mc, nc, kc, abuf, bbuf, scratch, sums, counter,
-):
+def batch_worker(w, workers, tiles, problem, a, b, c, count, unpacked, blocks, work, counter):
     """One worker of ``batch_tasks_entry``: runs of the stack's products, with its own workspace."""
-    my_abuf = advance(abuf, w * mc * kc)
-    my_bbuf = advance(bbuf, w * kc * nc)
-    my_scratch = advance(scratch, w * tile_rows(shape) * tile_cols(shape, scratch))
-    my_sums = advance(sums, w * STREAM_SIZE)
+    mine = Workspace(
+        advance(work.abuf, w * blocks.mc * blocks.kc),
+        advance(work.bbuf, w * blocks.kc * blocks.nc),
+        advance(work.scratch, w * tile_rows(tiles.main) * tile_cols(tiles.main, work.scratch)),
+        advance(work.sums, w * STREAM_SIZE),
+    )
+    tasks = stack_tasks(count, unpacked, workers)
     task, turn = claim(counter, tasks, workers, w, 0)
     while task >= 0:
         first, end = task * count // tasks, (task + 1) * count // tasks
         stack_run(
-            shape, narrow, few, gemv, resident, alpha, beta, m, n, k, a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c,
-            advance(offsets_a, first), advance(offsets_b, first), advance(offsets_c, first), end - first, unpacked,
-            mc, nc, kc, my_abuf, my_bbuf, my_scratch, my_sums,
+            tiles, problem, later_matrices(a, first), later_matrices(b, first), later_matrices(c, first), end - first,
+            unpacked, blocks, mine,
         )
         task, turn = claim(counter, tasks, workers, w, turn)
 
 
 @njit(cache=True, nogil=True)  # as batch_tasks_entry
-def batch_each_parallel_entry(
-    shape, narrow, few, gemv, lane_sums, resident, alpha, beta, one, zero, a, b, c, offsets_a, offsets_b, offsets_c,
-    unpacked, mc, nc, kc, shared_rows, workers, abuf, bbuf, scratch, sums, partial, counter, log_b, log_rows,
-):
+def batch_each_parallel_entry(tiles, a, b, c, offsets, unpacked, blocks, shared_rows, workers, ws, partial, logs):
     """The products of a stack one after the other, each on all ``workers`` workers (the
     parallel drivers a lone product takes): for fewer large products than the workers
-    could share out evenly.  ``partial``: split-K room for one product; ``log_*``: the
+    could share out evenly.  ``partial``: split-K room for one product; ``logs``: the
     tests' task logs (empty in normal calls: ``tasks.record``)."""
-    m, n, k, rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = stack_geometry(a, b, c)
-    rule = row_dots_rule(gemv, lane_sums)
+    offsets_a, offsets_b, offsets_c = offsets
+    kernel = kernel_tiles(tiles)
+    problem = stack_product(a, b)
+    stacks = (stack_operand(a, offsets_a), stack_operand(b, offsets_b), stack_operand(c, offsets_c))
+    work = workspace_of(ws)
     for t in range(offsets_c.shape[0]):
-        pa = advance(address(a), offsets_a[t])
-        pb = advance(address(b), offsets_b[t])
-        pc = advance(address(c), offsets_c[t])
+        x, y, z = matrix_of(stacks[0], t), matrix_of(stacks[1], t), matrix_of(stacks[2], t)
         if unpacked:
             unpacked_parallel_product(
-                shape, narrow, few, rule, resident, m, n, k, alpha, beta, one, zero, pa, rs_a, cs_a, pb, rs_b, cs_b,
-                pc, rs_c, cs_c, kc, workers, address(scratch), address(sums), address(partial), partial.shape[0],
-                address(counter),
+                kernel, problem, x, y, z, blocks.kc, workers, work, address(partial), partial.shape[0],
+                address(ws.counter),
             )
         else:
             gemm_parallel(
-                shape, m, n, k, alpha, beta, pa, rs_a, cs_a, pb, rs_b, cs_b, pc, rs_c, cs_c,
-                mc, nc, kc, shared_rows, workers, address(abuf), address(bbuf), address(scratch), address(counter),
-                address(log_b), log_b.shape[0], address(log_rows), log_rows.shape[0], False,
+                kernel.main, problem, x, y, z, blocks, shared_rows, workers, work, address(ws.counter),
+                task_logs(logs), False,
             )

@@ -13,6 +13,8 @@ The driver knows block sizes, packed buffers and MR/NR; it does not know NumPy
 broadcasting or the ISA (both are decided above it, in ``plan``).
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -37,7 +39,9 @@ from ..simd import (
     tile_short_rows,
 )
 from ..simd.linked import linked
+from ..simd.records import matrix, merge, moved, product
 from ..simd.subroutine import subroutine
+from .arguments import operand, workspace_of
 from .packing import pack_a, pack_b_panels
 
 
@@ -76,7 +80,7 @@ def _main_tile_cuts_short_rows(shape, *rest) -> bool:
 
 
 @linked(where=_main_tile_cuts_short_rows)
-def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
+def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, rows, cols, merging, scratch):
     """A short last row panel (at most the main tile's ``short_rows`` rows) times one packed B
     panel: a tile that high reading the packed panel with its MR stride, same FMA chains, same
     bits.  A routine of its own, compiled only when a block ends in such a panel (300 rows of
@@ -84,15 +88,15 @@ def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c
     only for a kernel whose main tile has ``short_rows``; called once per panel of ``depth`` x
     NR multiply-adds."""
     direct_microkernel(
-        short_rows_shape(shape), depth, abuf, a_off, 1, tile_rows(shape), bbuf, b_off,
-        tile_cols(shape, bbuf), c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch,
+        short_rows_shape(shape), depth, matrix(abuf, a_off, 1, tile_rows(shape)),
+        matrix(bbuf, b_off, tile_cols(shape, bbuf), 1), c, rows, cols, merging, scratch,
     )
 
 
 @linked
-def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, rs_c, cs_c, alpha, beta, mode, scratch):
-    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels; a short
-    last row panel on ``short_rows_tile``."""
+def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, merging, scratch):
+    """JR and IR loops: every MR x NR tile of a packed A block times packed B panels into C (a
+    ``Matrix``) by ``merging`` (a ``Merge``); a short last row panel on ``short_rows_tile``."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     for jr in range(0, cols, nr):
@@ -101,28 +105,21 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, c_off, r
             live_rows = min(mr, rows - ir)
             if live_rows <= tile_short_rows(shape) < mr:
                 short_rows_tile(
-                    shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth,
-                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c, live_rows, live_cols, alpha, beta, mode, scratch,
+                    shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth, moved(c, ir, jr), live_rows,
+                    live_cols, merging, scratch,
                 )
                 continue
             microkernel(
-                shape, depth,
-                abuf, a_off + ir * depth,
-                bbuf, b_off + jr * depth,
-                c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
-                live_rows, live_cols,
-                alpha, beta, mode, scratch,
+                shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth, moved(c, ir, jr), live_rows,
+                live_cols, merging, scratch,
             )
 
 
 @subroutine
-def panels_in_time(
-    shape, rows, j_start, j_end, depth, abuf, b, b_off, rs_b, cs_b, panels, group, c, c_off, rs_c, cs_c,
-    alpha, beta, mode, scratch,
-):
+def panels_in_time(shape, rows, j_start, j_end, depth, abuf, b, panels, group, c, merging, scratch):
     """Columns [j_start, j_end) of a packed A block's product, ``group`` NR-column
     B panels at a time: each group is packed into ``panels`` (room for ``group``
-    panels) just before its only use.
+    panels) just before its only use (B and C are ``Matrix`` records).
 
     A group of panels reads each row of B as one run (``packing.pack_b_rows``),
     where a lone panel reads one line from each of KC rows a row stride apart
@@ -132,12 +129,22 @@ def panels_in_time(
     width = group * nr
     for j0 in range(j_start, j_end, width):
         live_cols = min(width, j_end - j0)
-        pack_b_panels(shape, b, b_off + j0 * cs_b, rs_b, cs_b, depth, live_cols, np.intp(0),
+        pack_b_panels(shape, b.data, b.offset + j0 * b.cs, b.rs, b.cs, depth, live_cols, np.intp(0),
                       (live_cols + nr - 1) // nr, panels, False)
-        macro_kernel(
-            shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0),
-            c, c_off + j0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
-        )
+        macro_kernel(shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0), moved(c, 0, j0), merging, scratch)
+
+
+class StepTasks(NamedTuple):
+    """How one (JC, PC) step of the blocked product, ``rows`` x ``cols`` of C over ``depth`` of
+    k, is cut into tasks: ``row_blocks`` blocks of rows times ``groups`` groups of
+    ``per_group`` B panels (one block of all rows, shared by the workers: ``one_row_block``)."""
+
+    row_blocks: int
+    groups: int
+    per_group: int
+    rows: int
+    cols: int
+    depth: int
 
 
 @subroutine
@@ -156,15 +163,14 @@ def task_block_group(task, row_blocks):
 
 
 @subroutine
-def row_block_task(
-    shape, task, row_blocks, col_groups, panels_per_group, rows, cols, depth,
-    a, a_off, rs_a, cs_a, bbuf, c, c_off, rs_c, cs_c, alpha, beta, mode, abuf, scratch,
-):
-    """Task ``task``: pack one row block of A, multiply it by one group of B panels.
+def row_block_task(shape, task, cut, a, bbuf, c, merging, abuf, scratch):
+    """Task ``task`` of ``cut`` (a ``StepTasks``): pack one row block of A, multiply it by one
+    group of B panels (A and C are ``Matrix`` records).
 
     The ceil(rows/MR) row panels are shared out as evenly as whole panels
     allow: block q holds panels [q*P // row_blocks, (q+1)*P // row_blocks).
     """
+    row_blocks, _, panels_per_group, rows, cols, depth = cut
     mr = tile_rows(shape)
     nr = tile_cols(shape, bbuf)
     block, group = task_block_group(task, row_blocks)
@@ -175,24 +181,21 @@ def row_block_task(
     if jr0 >= cols or live_rows <= 0:
         return
     live_cols = min(panels_per_group * nr, cols - jr0)
-    pack_a(shape, a, a_off + ic * rs_a, rs_a, cs_a, live_rows, depth, abuf, np.intp(0))
-    macro_kernel(
-        shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth,
-        c, c_off + ic * rs_c + jr0 * cs_c, rs_c, cs_c, alpha, beta, mode, scratch,
-    )
+    pack_a(shape, a.data, a.offset + ic * a.rs, a.rs, a.cs, live_rows, depth, abuf, np.intp(0))
+    macro_kernel(shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth, moved(c, ic, jr0), merging, scratch)
 
 
 @linked
-def gemm_serial(
-    shape, m, n, k, alpha, beta,
-    a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-    mc, nc, kc, abuf, bbuf, scratch, prepacked,
-):
-    """C = alpha*A.B + beta*C on one thread (requires m, n, k >= 1).
+def gemm_serial(shape, problem, a, b, c, blocks, work, prepacked):
+    """C = alpha*A.B + beta*C on one thread (``problem``: a ``Product`` with m, n, k >= 1; A, B
+    and C are ``Matrix`` records, ``blocks`` the ``Blocks``, ``work`` a ``Workspace``).
 
-    With ``prepacked``, ``b`` already holds every packed slice (``packed_slice``)
+    With ``prepacked``, ``b.data`` already holds every packed slice (``packed_slice``)
     and no packing is done.
     """
+    m, n, k, alpha, beta = problem
+    mc, nc, kc = blocks
+    abuf, bbuf, scratch = work.abuf, work.bbuf, work.scratch
     nr = tile_cols(shape, bbuf)
     # One row block: each group of B panels is packed just before its only use
     # and stays in the L2, instead of the whole slice going out to memory and
@@ -206,29 +209,26 @@ def gemm_serial(
         panels = (cols + nr - 1) // nr
         for pc in range(0, k, kc):  # PC: KC slices of the common dimension
             depth = min(kc, k - pc)
-            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
-            b_slice = b_off + pc * rs_b + jc * cs_b
+            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c.data)
+            merging = merge(block_alpha, beta, mode)
+            b_slice = moved(b, pc, jc)
             if one_block:
-                pack_a(shape, a, a_off + pc * cs_a, rs_a, cs_a, m, depth, abuf, np.intp(0))
-                panels_in_time(
-                    shape, m, np.intp(0), cols, depth, abuf, b, b_slice, rs_b, cs_b, bbuf, group,
-                    c, c_off + jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, scratch,
-                )
+                pack_a(shape, a.data, a.offset + pc * a.cs, a.rs, a.cs, m, depth, abuf, np.intp(0))
+                panels_in_time(shape, m, np.intp(0), cols, depth, abuf, b_slice, bbuf, group, moved(c, 0, jc),
+                               merging, scratch)
                 continue
             if prepacked:
-                b_panels = advance(b, packed_slice(k, jc, pc, panels * nr))
+                b_panels = advance(b.data, packed_slice(k, jc, pc, panels * nr))
             else:
                 b_panels = bbuf
-                pack_b_panels(shape, b, b_slice, rs_b, cs_b, depth, cols, np.intp(0), panels, bbuf, False)
+                pack_b_panels(shape, b.data, b_slice.offset, b.rs, b.cs, depth, cols, np.intp(0), panels, bbuf, False)
             for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
                 # The work of a row_block_task, called directly: measured 3-5 %
                 # faster on 1024^3 float32 than going through the task.
                 rows = min(mc, m - ic)
-                pack_a(shape, a, a_off + ic * rs_a + pc * cs_a, rs_a, cs_a, rows, depth, abuf, np.intp(0))
-                macro_kernel(
-                    shape, rows, cols, depth, abuf, 0, b_panels, np.intp(0),
-                    c, c_off + ic * rs_c + jc * cs_c, rs_c, cs_c, block_alpha, beta, mode, scratch,
-                )
+                pack_a(shape, a.data, a.offset + ic * a.rs + pc * a.cs, a.rs, a.cs, rows, depth, abuf, np.intp(0))
+                macro_kernel(shape, rows, cols, depth, abuf, 0, b_panels, np.intp(0), moved(c, ic, jc), merging,
+                             scratch)
 
 
 @subroutine
@@ -263,39 +263,36 @@ def pack_entry(shape, b, nc, kc, buf):
 
 
 @njit(cache=True)
-def gemm_entry(shape, alpha, beta, a, b, c, mc, nc, kc, abuf, bbuf, scratch):
-    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B."""
-    origin = 0
-    size = a.itemsize
-    gemm_serial(
-        shape, a.shape[0], b.shape[1], a.shape[1], alpha, beta,
-        address(a), origin, a.strides[0] // size, a.strides[1] // size,
-        address(b), origin, b.strides[0] // size, b.strides[1] // size,
-        address(c), origin, c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, address(abuf), address(bbuf), address(scratch), False,
-    )
+def gemm_entry(shape, alpha, beta, a, b, c, blocks, ws):
+    """Entry from Python: 2-D arrays of one dtype (any strides), C not overlapping A or B;
+    ``blocks``: the ``Blocks`` in force, ``ws`` the workspace."""
+    problem = product(a.shape[0], b.shape[1], a.shape[1], alpha, beta)
+    gemm_serial(shape, problem, operand(a), operand(b), operand(c), blocks, workspace_of(ws), False)
 
 
 @njit(cache=True)
-def prepacked_entry(shape, alpha, beta, a, packed, n, c, mc, nc, kc, abuf, bbuf, scratch):
+def prepacked_entry(shape, alpha, beta, a, packed, n, c, blocks, ws):
     """Entry from Python with B prepacked by ``pack_entry`` (``packed`` holds k x n)."""
-    origin = 0  # also B's unused strides
-    size = a.itemsize
-    gemm_serial(
-        shape, a.shape[0], n, a.shape[1], alpha, beta,
-        address(a), origin, a.strides[0] // size, a.strides[1] // size,
-        address(packed), origin, origin, origin,
-        address(c), origin, c.strides[0] // size, c.strides[1] // size,
-        mc, nc, kc, address(abuf), address(bbuf), address(scratch), True,
-    )
+    problem = product(a.shape[0], n, a.shape[1], alpha, beta)
+    unused = 0  # a prepacked B's strides
+    gemm_serial(shape, problem, operand(a), matrix(address(packed), 0, unused, unused), operand(c), blocks,
+                workspace_of(ws), True)
+
+
+class PackedB(NamedTuple):
+    """A B prepacked by ``pack_entry``: slices of NC columns, each its KC blocks of NR-wide
+    panels (``packed_slice``), from ``data``."""
+
+    data: object
+    nc: int
+    kc: int
+    nr: int
 
 
 @linked
-def prepacked_rows_panels(
-    tile, first, last, m, n, k, alpha, beta, a, rs_a, cs_a, packed, c, rs_c, cs_c, nc, kc, nr, scratch,
-):
-    """Columns of C in NR-wide panels [first, last) (counted across the NC slices)
-    for few rows, reading the prepacked B panels in place.
+def prepacked_rows_panels(tile, first, last, problem, a, packed, c, scratch):
+    """Columns of C in NR-wide panels [first, end) (counted across the NC slices)
+    for few rows, reading the prepacked B panels in place (``packed``: a ``PackedB``).
 
     Each packed panel is a KC x NR row-major block, so the direct microkernel
     reads it like an unpacked B with row stride NR; ``tile`` is NR wide.  One
@@ -304,6 +301,8 @@ def prepacked_rows_panels(
     panel alone is two FMA chains per k step, a latency-bound loop.  Same KC
     blocks, FMA chains and merges as every other path.
     """
+    m, n, k, alpha, beta = problem
+    _, nc, kc, nr = packed
     mr = tile_rows(tile)
     together = panel_row_count(tile) if m == 1 else 1
     panel = first
@@ -313,48 +312,49 @@ def prepacked_rows_panels(
         cols = min(nc, n - jc)
         width = (cols + nr - 1) // nr * nr
         if together > 1 and panel + together <= min(last, (jc + width) // nr):
-            panel_row_tile(tile, min(together * nr, cols - jr), k, alpha, beta, a, cs_a, packed, jc, jr, width,
-                           c, rs_c, cs_c, (jc + jr) * cs_c, kc, nr, scratch)
+            panel_row_tile(tile, min(together * nr, cols - jr), problem, a, packed, jc, jr, width,
+                           moved(c, 0, jc + jr), scratch)
             panel += together
             continue
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
-            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
+            mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c.data)
+            merging = merge(block_alpha, beta, mode)
             for ir in range(0, m, mr):
                 direct_microkernel(
-                    tile, depth, a, ir * rs_a + pc * cs_a, rs_a, cs_a,
-                    packed, packed_slice(k, jc, pc, width) + jr * depth, nr,
-                    c, ir * rs_c + (jc + jr) * cs_c, rs_c, cs_c,
-                    min(mr, m - ir), min(nr, cols - jr), block_alpha, beta, mode, scratch,
+                    tile, depth, moved(a, ir, pc),
+                    matrix(packed.data, packed_slice(k, jc, pc, width) + jr * depth, nr, 1),
+                    moved(c, ir, jc + jr), min(mr, m - ir), min(nr, cols - jr), merging, scratch,
                 )
         panel += 1
 
 
 @subroutine(inline=True)
-def panel_row_tile(tile, live, k, alpha, beta, a, cs_a, packed, jc, jr, width, c, rs_c, cs_c, c_off, kc, nr, scratch):
+def panel_row_tile(tile, live, problem, a, packed, jc, jr, width, c, scratch):
     """One row of C, ``live`` columns from column ``jr`` of the slice at column ``jc``: the
     packed panels of ``tile``'s width side by side in one row of vectors (``panel_row``),
     each element the FMA chain of ``direct_microkernel`` over each KC block, merged alike."""
+    _, _, k, alpha, beta = problem
+    _, _, kc, nr = packed
     row = panel_row(tile)
     one = 1  # the tile's rows
     for pc in range(0, k, kc):
         depth = min(kc, k - pc)
-        mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c)
+        mode, block_alpha = block_merge(pc, depth, k, alpha, beta, c.data)
         b_off = packed_slice(k, jc, pc, width) + jr * depth
-        sums = tile_start(row, a, c, c_off, rs_c, cs_c, one, live, mode, scratch)
+        sums = tile_start(row, a.data, c, one, live, mode, scratch)
         for p in range(depth):
-            sums = tile_rank1_panels(sums, tile, a, (pc + p) * cs_a, packed, b_off + p * nr, depth * nr)
-        merge_tile(row, sums, c, c_off, rs_c, cs_c, one, live, block_alpha, beta, mode, scratch)
+            sums = tile_rank1_panels(sums, tile, a.data, a.offset + (pc + p) * a.cs, packed.data, b_off + p * nr,
+                                     depth * nr)
+        merge_tile(row, sums, c, one, live, merge(block_alpha, beta, mode), scratch)
 
 
 @njit(cache=True)
 def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch):
     """Entry from Python for ``prepacked_rows_panels`` over all of C."""
-    size = a.itemsize
     prepacked_rows_panels(
-        tile, np.intp(0), (n + nr - 1) // nr, a.shape[0], n, a.shape[1], alpha, beta,
-        address(a), a.strides[0] // size, a.strides[1] // size,
-        address(packed), address(c), c.strides[0] // size, c.strides[1] // size, nc, kc, nr, address(scratch),
+        tile, np.intp(0), (n + nr - 1) // nr, product(a.shape[0], n, a.shape[1], alpha, beta), operand(a),
+        PackedB(address(packed), nc, kc, nr), operand(c), address(scratch),
     )
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 
 from ..simd import address, advance, multiply_add
+from ..simd.records import Matrix
 
 PANEL_COLS = 256  # B's columns per panel: four rows of sums (4 KiB float32) stay in L1
 ROWS = 4  # rows of A per pass over a panel
@@ -49,28 +50,30 @@ def chain_entry(shape, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, co
                     panel[p * width + j] = pb[p * rs_b + (j0 + j) * cs_b]
             for i0 in range(0, m, ROWS):
                 rows = min(ROWS, m - i0)
-                _panel_rows(shape, alpha, beta, pa, rs_a, cs_a, panel, sums, pc, rs_c, cs_c, i0, rows, j0, width, k,
-                            continue_chain)
+                _panel_rows(shape, alpha, beta, Matrix(pa, i0 * rs_a, rs_a, cs_a), panel, sums,
+                            Matrix(pc, i0 * rs_c + j0 * cs_c, rs_c, cs_c), rows, width, k, continue_chain)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _panel_rows(shape, alpha, beta, pa, rs_a, cs_a, panel, sums, pc, rs_c, cs_c, i0, rows, j0, width, k,
-                continue_chain):
-    """Rows i0 .. i0+rows of C over the panel's columns j0 .. j0+width."""
+def _panel_rows(shape, alpha, beta, a, panel, sums, c, rows, width, k, continue_chain):
+    """``rows`` rows of C over the panel's ``width`` columns; A and C are ``Matrix`` records from
+    the first of those rows and columns."""
+    pa, a_off, rs_a, cs_a = a
+    pc, c_off, rs_c, cs_c = c
     zero = alpha - alpha
     for r in range(rows):
         for j in range(width):
-            sums[r * width + j] = pc[(i0 + r) * rs_c + (j0 + j) * cs_c] if continue_chain else zero
+            sums[r * width + j] = pc[c_off + r * rs_c + j * cs_c] if continue_chain else zero
     for p in range(k):
         row = panel[p * width:(p + 1) * width]
         for r in range(rows):
-            ar = pa[(i0 + r) * rs_a + p * cs_a]
+            ar = pa[a_off + r * rs_a + p * cs_a]
             s = sums[r * width:(r + 1) * width]
             for j in range(width):
                 s[j] = multiply_add(shape, ar, row[j], s[j])
     for r in range(rows):
         for j in range(width):
-            at = (i0 + r) * rs_c + (j0 + j) * cs_c
+            at = c_off + r * rs_c + j * cs_c
             s = sums[r * width + j]
             if continue_chain or beta == 0:
                 pc[at] = alpha * s

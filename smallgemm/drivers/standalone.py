@@ -35,6 +35,7 @@ from ..simd import (
     tile_rows,
     zero_of,
 )
+from ..simd.records import Workspace, matrix, product
 from ..simd.subroutine import subroutine
 from .blocked import gemm_serial
 
@@ -82,46 +83,45 @@ def _copy(src, rs_s, cs_s, dst, rs_d, cs_d, m, n):
 
 
 @subroutine
-def standalone_product(
-    shape, alpha64, beta64, alpha, beta, m, n, k,
-    a, rs_a, cs_a, b, rs_b, cs_b, c, rs_c, cs_c, c_apart, mc, nc, kc,
-):
-    """C = alpha*A.B + beta*C for A (m x k), B (k x n), C (m x n) at pointers ``a``, ``b``,
-    ``c`` with strides in elements; ``c_apart``: C overlaps neither A nor B.  ``mc``, ``nc``,
-    ``kc``: the block sizes, MC a multiple of MR and NC of NR (see the module docstring)."""
+def standalone_product(shape, alpha64, beta64, problem, a, b, c, c_apart, blocks):
+    """C = alpha*A.B + beta*C (``problem``: a ``Product``) for A (m x k), B (k x n), C (m x n),
+    ``Matrix`` records at offset 0; ``c_apart``: C overlaps neither A nor B.  ``blocks``: the
+    ``Blocks``, MC a multiple of MR and NC of NR (see the module docstring)."""
+    m, n, k, alpha, beta = problem
+    mc, nc, kc = blocks
     if m == 0 or n == 0:
         return
     if k == 0 or alpha64 == 0:
-        _scale(c, rs_c, cs_c, m, n, beta64, beta)  # A and B not read: in place even if C overlaps them
+        _scale(c.data, c.rs, c.cs, m, n, beta64, beta)  # A and B not read: in place even if C overlaps them
         return
     two_steps = beta64 != 0 and not (alpha64 == 1 and beta64 == 1) and k > kc
-    mr, nr = tile_rows(shape), tile_cols(shape, c)
+    mr, nr = tile_rows(shape), tile_cols(shape, c.data)
     depth = min(k, kc)
     rows = -(-min(m, mc) // mr) * mr
     cols = -(-min(n, nc) // nr) * nr
     copies = (1 if two_steps else 0) + (0 if c_apart else 1)
-    work = _empty_of((rows + cols) * depth + mr * nr + copies * m * n + 4 * _LINE_ELEMENTS, c)
-    w = address(work)
+    space = _empty_of((rows + cols) * depth + mr * nr + copies * m * n + 4 * _LINE_ELEMENTS, c.data)
+    w = address(space)
     abuf, at = _region(shape, w, 0, rows * depth)
     bbuf, at = _region(shape, w, at, cols * depth)
     scratch, at = _region(shape, w, at, mr * nr)
-    origin = 0
-    target, rs_t, cs_t = c, rs_c, cs_c
+    work = Workspace(abuf, bbuf, scratch, scratch)  # no stream's sums: the blocked loops only
+    target = c
     if not c_apart:
-        target, at = _region(shape, w, at, m * n)
-        rs_t, cs_t = n, np.intp(1)
+        copy_at, at = _region(shape, w, at, m * n)
+        target = matrix(copy_at, 0, n, 1)
         if beta64 != 0:
-            _copy(c, rs_c, cs_c, target, rs_t, cs_t, m, n)
+            _copy(c.data, c.rs, c.cs, target.data, target.rs, target.cs, m, n)
     if two_steps:
         sums, at = _region(shape, w, at, m * n)
-        gemm_serial(shape, m, n, k, one_of(c), zero_of(c), a, origin, rs_a, cs_a, b, origin, rs_b, cs_b,
-                    sums, origin, n, np.intp(1), mc, nc, kc, abuf, bbuf, scratch, False)
+        gemm_serial(shape, product(m, n, k, one_of(c.data), zero_of(c.data)), a, b, matrix(sums, 0, n, 1), blocks,
+                    work, False)
         for i in range(m):
             for j in range(n):
-                at = i * rs_t + j * cs_t
-                target[at] = multiply_add(shape, alpha, sums[i * n + j], beta * target[at])
+                at = i * target.rs + j * target.cs
+                target.data[at] = multiply_add(shape, alpha, sums[i * n + j], beta * target.data[at])
     else:
-        gemm_serial(shape, m, n, k, alpha, beta, a, origin, rs_a, cs_a, b, origin, rs_b, cs_b,
-                    target, origin, rs_t, cs_t, mc, nc, kc, abuf, bbuf, scratch, False)
+        gemm_serial(shape, problem, a, b, target, blocks, work, False)
     if not c_apart:
-        _copy(target, rs_t, cs_t, c, rs_c, cs_c, m, n)
+        _copy(target.data, target.rs, target.cs, c.data, c.rs, c.cs, m, n)
+

@@ -37,20 +37,23 @@ from ..simd import (
     tile_write_part,
     tile_zero,
 )
+from ..simd.records import moved, unit_columns
 from ..simd.subroutine import subroutine
 from .shared import C_PREFETCH_FMAS, PREFETCH_STEPS
 
 
 @subroutine
-def microkernel(shape, kc, a, a_off, b, b_off, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
-    """Compute one tile and merge its useful part into C (see the module docstring)."""
+def microkernel(shape, kc, a, a_off, b, b_off, c, rows, cols, merging, scratch):
+    """Compute one tile and merge its useful part into C (see the module docstring): ``a``
+    and ``b`` point at packed panels (at ``a_off`` and ``b_off``), ``c`` is a ``Matrix``,
+    ``merging`` a ``Merge``."""
     late = max(0, kc - C_PREFETCH_FMAS // tile_step_fmas(shape))
-    tile = tile_start(shape, a, c, c_off, rs_c, cs_c, rows, cols, mode, scratch)
+    tile = tile_start(shape, a, c, rows, cols, merging.mode, scratch)
     tile = packed_steps(shape, tile, 0, late, a, a_off, b, b_off)
-    if cs_c == 1:
-        tile_prefetch(shape, c, c_off, rs_c)
+    if c.cs == 1:
+        tile_prefetch(shape, c.data, c.offset, c.rs)
     tile = packed_steps(shape, tile, late, kc, a, a_off, b, b_off)
-    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+    merge_tile(shape, tile, c, rows, cols, merging, scratch)
 
 
 @subroutine(inline=True)
@@ -66,28 +69,9 @@ def packed_steps(shape, tile, start, end, a, a_off, b, b_off):
 
 
 @subroutine
-def direct_microkernel(
-    shape,
-    kc,
-    a,
-    a_off,
-    rs_a,
-    cs_a,
-    b,
-    b_off,
-    rs_b,
-    c,
-    c_off,
-    rs_c,
-    cs_c,
-    rows,
-    cols,
-    alpha,
-    beta,
-    mode,
-    scratch,
-):
-    """The microkernel on unpacked operands: A with any strides, B with unit-stride rows.
+def direct_microkernel(shape, kc, a, b, c, rows, cols, merging, scratch):
+    """The microkernel on unpacked operands (``Matrix`` records): A with any strides, B with
+    unit-stride rows.
 
     Same tile, same FMA chain and same merge as ``microkernel``, so the bits are
     the same as the packed path's; edges are handled by masked loads instead of
@@ -97,57 +81,53 @@ def direct_microkernel(
     the hardware prefetchers leave to demand misses (one thread: 64^3 and 80^3
     products 15-20 % faster with the requests, [2048,512] @ [512,16] 1.5x).
     """
-    tile = tile_start(shape, a, c, c_off, rs_c, cs_c, rows, cols, mode, scratch)
-    if cs_a == 1:
-        line = line_elements(shape, a)
+    tile = tile_start(shape, a.data, c, rows, cols, merging.mode, scratch)
+    if a.cs == 1:
+        line = line_elements(shape, a.data)
         for p0 in range(0, kc, line):
             for i in range(rows):
-                prefetch_read(a, a_off + i * rs_a + p0 + PREFETCH_STEPS)
+                prefetch_read(a.data, a.offset + i * a.rs + p0 + PREFETCH_STEPS)
             tile = direct_steps(
                 shape,
                 tile,
                 min(line, kc - p0),
-                a,
-                a_off + p0,
-                rs_a,
-                1,
+                moved(unit_columns(a), 0, p0),
                 rows,
-                b,
-                b_off + p0 * rs_b,
-                rs_b,
+                moved(b, p0, 0),
                 cols,
                 None,
             )
     else:
-        tile = direct_steps(shape, tile, kc, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, None)
-    merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch)
+        tile = direct_steps(shape, tile, kc, a, rows, b, cols, None)
+    merge_tile(shape, tile, c, rows, cols, merging, scratch)
 
 
 @subroutine(inline=True)
-def direct_steps(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, cols, kept):
-    """``tile`` plus ``steps`` rank-1 updates from unpacked operands, k increasing.
+def direct_steps(shape, tile, steps, a, rows, b, cols, kept):
+    """``tile`` plus ``steps`` rank-1 updates from unpacked operands (``Matrix`` records; B's
+    rows contiguous), k increasing.
 
     A full-width tile passes its width as a compile-time constant, so B is read
     with plain vector loads (a masked load costs an ALU slot on some CPUs).
     Unless ``kept`` is None, the rows of B read are stored there as
     ``pack_b_panel`` packs them (``tile_rank1_direct``).
     """
-    nr = tile_cols(shape, b)
+    nr = tile_cols(shape, b.data)
     if cols == nr:
         for p in range(steps):
             tile = tile_rank1_direct(
-                tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, kept, p * nr
+                tile, a.data, a.offset + p * a.cs, a.rs, rows, b.data, b.offset + p * b.rs, nr, kept, p * nr
             )
     else:
         for p in range(steps):
             tile = tile_rank1_direct(
-                tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, cols, kept, p * nr
+                tile, a.data, a.offset + p * a.cs, a.rs, rows, b.data, b.offset + p * b.rs, cols, kept, p * nr
             )
     return tile
 
 
 @subroutine(inline=True)
-def direct_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_off, rs_b, next_off):
+def direct_steps_fetching(shape, tile, steps, a, rows, b, next_off):
     """``tile`` plus ``steps`` rank-1 updates from a full-width strip of unpacked B rows,
     k increasing, requesting at each step the same row of the strip at ``next_off``.
 
@@ -155,19 +135,19 @@ def direct_steps_fetching(shape, tile, steps, a, a_off, rs_a, cs_a, rows, b, b_o
     stride apart (8 KiB for n = 2048 float32), which the prefetchers do not follow,
     and no later tile would request them.
     """
-    nr = tile_cols(shape, b)
-    line = line_elements(shape, b)
+    nr = tile_cols(shape, b.data)
+    line = line_elements(shape, b.data)
     for p in range(steps):
         for e in range(0, nr, line):
-            prefetch_read(b, next_off + p * rs_b + e)
-        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, b, b_off + p * rs_b, nr, None, 0)
+            prefetch_read(b.data, next_off + p * b.rs + e)
+        tile = tile_rank1_direct(
+            tile, a.data, a.offset + p * a.cs, a.rs, rows, b.data, b.offset + p * b.rs, nr, None, 0
+        )
     return tile
 
 
 @subroutine(inline=True)
-def panel_steps_fetching(
-    shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, rs_b, first, every
-):
+def panel_steps_fetching(shape, tile, steps, a, rows, panel, next_b, next_off, rs_b, first, every):
     """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
     requesting rows ``first``, ``first + every``, ... of the next strip of B
     (row p at ``next_b + next_off + p*rs_b``), each at the step of the same number.
@@ -187,13 +167,13 @@ def panel_steps_fetching(
                 prefetch_read(next_b, next_off + p * rs_b + v)
             wait = every
         wait -= 1
-        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
+        tile = tile_rank1_direct(tile, a.data, a.offset + p * a.cs, a.rs, rows, panel, p * nr, nr, None, 0)
     return tile
 
 
 @subroutine(inline=True)
 def panel_steps_fetching_rows(
-    shape, tile, steps, a, a_off, rs_a, cs_a, rows, panel, next_b, next_off, stride, first, end, every
+    shape, tile, steps, a, rows, panel, next_b, next_off, stride, first, end, every
 ):
     """``tile`` plus ``steps`` rank-1 updates from a full packed strip, k increasing,
     requesting ``steps`` elements of rows ``first`` to ``end`` of the next strip
@@ -216,70 +196,76 @@ def panel_steps_fetching_rows(
             row += 1
             wait = every
         wait -= 1
-        tile = tile_rank1_direct(tile, a, a_off + p * cs_a, rs_a, rows, panel, p * nr, nr, None, 0)
+        tile = tile_rank1_direct(tile, a.data, a.offset + p * a.cs, a.rs, rows, panel, p * nr, nr, None, 0)
     return tile
 
 
 @subroutine(inline=True)
-def tile_start(shape, like, c, c_off, rs_c, cs_c, rows, cols, mode, scratch):
-    """The tile a KC block starts from: zeros, or with CONTINUE the ``rows x cols`` of C
-    where the previous block left each element's chain (rows of C with unit stride read
-    with vector loads, other layouts through ``scratch``).  ``like``: a pointer of the dtype."""
+def tile_start(shape, like, c, rows, cols, mode, scratch):
+    """The tile a KC block starts from: zeros, or with CONTINUE the ``rows x cols`` of C (a
+    ``Matrix``) where the previous block left each element's chain (rows of C with unit
+    stride read with vector loads, other layouts through ``scratch``).  ``like``: a pointer
+    of the dtype."""
     if mode != CONTINUE:
         return tile_zero(shape, like)
     mr = tile_rows(shape)
-    nr = tile_cols(shape, c)
-    if cs_c == 1:
+    nr = tile_cols(shape, c.data)
+    if c.cs == 1:
         if rows == mr and cols == nr:
-            return tile_read(shape, c, c_off, rs_c)
-        return tile_read_part(shape, c, c_off, rs_c, rows, cols)
-    read_into(scratch, nr, c, c_off, rs_c, cs_c, rows, cols)
+            return tile_read(shape, c.data, c.offset, c.rs)
+        return tile_read_part(shape, c.data, c.offset, c.rs, rows, cols)
+    read_into(scratch, nr, c, rows, cols)
     return tile_load(shape, scratch)
 
 
 @subroutine
-def read_into(buf, ld_buf, c, c_off, rs_c, cs_c, rows, cols):
-    """C's top-left ``rows x cols`` into a row-major buffer of row stride ``ld_buf``."""
+def read_into(buf, ld_buf, x, rows, cols):
+    """The top-left ``rows x cols`` of ``x`` (a ``Matrix``) into a row-major buffer of row
+    stride ``ld_buf``."""
     for i in range(rows):
         for j in range(cols):
-            buf[i * ld_buf + j] = c[c_off + i * rs_c + j * cs_c]
+            buf[i * ld_buf + j] = x.data[x.offset + i * x.rs + j * x.cs]
 
 
 @subroutine(inline=True)
-def merge_tile(shape, tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode, scratch):
-    """Merge the useful ``rows x cols`` part of a finished tile into C.
+def merge_tile(shape, tile, c, rows, cols, merging, scratch):
+    """Merge the useful ``rows x cols`` part of a finished tile into C (a ``Matrix``) by
+    ``merging`` (a ``Merge``).
 
     Rows of C with unit stride take vector writes (masked at the edges); other
     layouts go through ``scratch`` and a scalar loop.  Inlined (Numba IR) so
-    that a caller whose ``cs_c`` is a compile-time 1 keeps no call, and so no
-    spilled registers, in its loop.
+    that a caller whose C has a compile-time column stride of 1 keeps no call,
+    and so no spilled registers, in its loop.
     """
     mr = tile_rows(shape)
-    nr = tile_cols(shape, c)
-    if cs_c == 1:
+    nr = tile_cols(shape, c.data)
+    alpha, beta, mode = merging
+    if c.cs == 1:
         if rows == mr and cols == nr:
-            tile_write(tile, c, c_off, rs_c, alpha, beta, mode)
+            tile_write(tile, c.data, c.offset, c.rs, alpha, beta, mode)
         else:
-            tile_write_part(tile, c, c_off, rs_c, rows, cols, alpha, beta, mode)
+            tile_write_part(tile, c.data, c.offset, c.rs, rows, cols, alpha, beta, mode)
     else:
         tile_store(tile, scratch)
-        write_back(shape, scratch, nr, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode)
+        write_back(shape, scratch, nr, c, rows, cols, merging)
 
 
 @subroutine
-def write_back(shape, tile, ld_tile, c, c_off, rs_c, cs_c, rows, cols, alpha, beta, mode):
-    """Merge the top-left ``rows x cols`` of a row-major tile buffer into C, any strides.
+def write_back(shape, tile, ld_tile, c, rows, cols, merging):
+    """Merge the top-left ``rows x cols`` of a row-major tile buffer into C (a ``Matrix``),
+    any strides, by ``merging`` (a ``Merge``).
 
     Same update rules and the same multiply-add as ``tile_write``, so an element
     gets identical bits whether its tile was full or an edge.
     """
+    alpha, beta, mode = merging
     for i in range(rows):
         for j in range(cols):
             t = tile[i * ld_tile + j]
-            at = c_off + i * rs_c + j * cs_c
+            at = c.offset + i * c.rs + j * c.cs
             if mode == OVERWRITE or mode == CONTINUE:
-                c[at] = alpha * t
+                c.data[at] = alpha * t
             elif mode == ACCUMULATE:
-                c[at] = multiply_add(shape, alpha, t, c[at])
+                c.data[at] = multiply_add(shape, alpha, t, c.data[at])
             else:
-                c[at] = multiply_add(shape, alpha, t, beta * c[at])
+                c.data[at] = multiply_add(shape, alpha, t, beta * c.data[at])

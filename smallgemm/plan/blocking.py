@@ -15,12 +15,13 @@ MC and NC are capped too (``KernelConfig.vendor_corrections``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..kernels import Kernel, KernelConfig
 from ..machine import cpu
+from ..simd.records import Blocks
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,11 @@ class BlockSizes:
     mc: int
     nc: int
     kc: int
+    # The same sizes as the record compiled entries take.
+    blocks: Blocks = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "blocks", Blocks(self.mc, self.nc, self.kc))
 
     def check(self, mr: int, nr: int) -> None:
         """Raise ValueError unless the sizes are positive and MR | MC, NR | NC."""

@@ -22,23 +22,22 @@ from .entry import Entry
 
 BLOCKED = Entry(
     gemm_entry,
-    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", mc="int", nc="int",
-    kc="int", abuf="buffer", bbuf="buffer", scratch="buffer",
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", blocks="blocks",
+    ws="workspace",
 )
 UNPACKED = Entry(
     unpacked_entry, shape="shape", narrow="narrow", few="few", gemv="gemv", resident="resident", like="buffer"
 )
 PARALLEL = Entry(
     parallel_entry,
-    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", mc="int", nc="int",
-    kc="int", shared_rows="int", workers="int", abuf="buffer", bbuf="buffer", scratch="buffer",
-    counter="counter", log_b="log", log_rows="log",
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", blocks="blocks",
+    shared_rows="int", workers="int", ws="workspace", logs="logs",
 )
 PACK = Entry(pack_entry, shape="shape", b="matrix", nc="int", kc="int", buf="buffer")
 PREPACKED = Entry(
     prepacked_entry,
-    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", mc="int",
-    nc="int", kc="int", abuf="buffer", bbuf="buffer", scratch="buffer",
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", blocks="blocks",
+    ws="workspace",
 )
 PREPACKED_ROWS = Entry(
     prepacked_rows_entry,
@@ -47,44 +46,36 @@ PREPACKED_ROWS = Entry(
 )
 PREPACKED_PARALLEL = Entry(
     prepacked_parallel_entry,
-    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", mc="int",
-    nc="int", kc="int", workers="int", abuf="buffer", scratch="buffer", counter="counter",
+    shape="shape", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", blocks="blocks",
+    workers="int", ws="workspace",
 )
 PREPACKED_ROWS_PARALLEL = Entry(
     prepacked_rows_parallel,
     tile="panel_rows", alpha="scalar", beta="scalar", a="matrix", packed="buffer", n="int", c="out", nc="int",
-    kc="int", nr="int", workers="int", scratch="buffer", counter="counter",
+    kc="int", nr="int", workers="int", ws="workspace",
 )
 UNPACKED_PARALLEL = Entry(
     unpacked_parallel_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
-    alpha="scalar", beta="scalar", one="scalar", zero="scalar", a="matrix", b="matrix", c="out", kc="int",
-    workers="int", scratch="buffer", sums="buffer", partial="buffer", counter="counter",
+    tiles="tiles", alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", kc="int", workers="int",
+    ws="workspace", partial="buffer",
 )
 BATCHED = Entry(
     batch_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
-    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", offsets_a="offsets", offsets_b="offsets",
-    offsets_c="offsets", unpacked="bool", mc="int", nc="int", kc="int", abuf="buffer", bbuf="buffer",
-    scratch="buffer", sums="buffer",
+    tiles="tiles", a="matrix", b="matrix", c="out", offsets="stack_offsets", unpacked="bool", blocks="blocks",
+    ws="workspace",
 )
 SMALL_STACK = Entry(
     small_stack_entry, shape="shape", narrow="narrow", few="few", gemv="gemv", resident="resident", like="buffer"
 )
 BATCH_TASKS = Entry(
     batch_tasks_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
-    alpha="scalar", beta="scalar", a="matrix", b="matrix", c="out", offsets_a="offsets", offsets_b="offsets",
-    offsets_c="offsets", unpacked="bool", mc="int", nc="int", kc="int", workers="int", abuf="buffer",
-    bbuf="buffer", scratch="buffer", sums="buffer", counter="counter",
+    tiles="tiles", a="matrix", b="matrix", c="out", offsets="stack_offsets", unpacked="bool", blocks="blocks",
+    workers="int", ws="workspace",
 )
 BATCH_EACH_PARALLEL = Entry(
     batch_each_parallel_entry,
-    shape="shape", narrow="narrow", few="few", gemv="gemv", lane_sums="bool", resident="resident",
-    alpha="scalar", beta="scalar", one="scalar", zero="scalar", a="matrix", b="matrix", c="out",
-    offsets_a="offsets", offsets_b="offsets", offsets_c="offsets", unpacked="bool", mc="int", nc="int",
-    kc="int", shared_rows="int", workers="int", abuf="buffer", bbuf="buffer", scratch="buffer", sums="buffer",
-    partial="buffer", counter="counter", log_b="log", log_rows="log",
+    tiles="tiles", a="matrix", b="matrix", c="out", offsets="stack_offsets", unpacked="bool", blocks="blocks",
+    shared_rows="int", workers="int", ws="workspace", partial="buffer", logs="logs",
 )
 SCALE_ADD = Entry(scale_add_entry, shape="shape", alpha="scalar", sums="matrix", beta="scalar", c="out")
 FIRST_USE = Entry(

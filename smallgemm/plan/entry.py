@@ -21,6 +21,8 @@ from numba import from_dtype, types
 from ..simd import TileShapeType
 from ..simd import linked as linked_routines
 from ..simd.optimised_once import engine_code
+from ..simd.records import Blocks
+from .workspace import Workspace
 
 KINDS = frozenset(
     {
@@ -29,6 +31,7 @@ KINDS = frozenset(
         "few",
         "gemv",
         "resident",
+        "tiles",
         "panel_rows",
         "scalar",
         "matrix",
@@ -37,8 +40,12 @@ KINDS = frozenset(
         "int",
         "bool",
         "offsets",
+        "stack_offsets",
         "counter",
         "log",
+        "logs",
+        "blocks",
+        "workspace",
     }
 )
 """The kinds an argument may be declared as (the keys of ``entry_types``'s table)."""
@@ -47,22 +54,34 @@ KINDS = frozenset(
 def entry_types(kinds: tuple[str, ...], kernel, dtype: np.dtype) -> tuple:
     """The Numba types of arguments of these kinds for the kernel and dtype."""
     scalar = from_dtype(dtype)
+    shape, narrow, few, gemv, resident = (
+        TileShapeType(tile)
+        for tile in (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident)
+    )
+    buffer = types.Array(scalar, 1, "C")
+    offsets = types.Array(types.int64, 1, "C", readonly=True)
+    log = types.Array(types.int64, 1, "C")
     table = {
-        "shape": TileShapeType(kernel.shape),
-        "narrow": TileShapeType(kernel.narrow),
-        "few": TileShapeType(kernel.few),
-        "gemv": TileShapeType(kernel.gemv),
-        "resident": TileShapeType(kernel.resident),
+        "shape": shape,
+        "narrow": narrow,
+        "few": few,
+        "gemv": gemv,
+        "resident": resident,
+        "tiles": types.Tuple((shape, narrow, few, gemv, types.boolean, resident)),
         "panel_rows": TileShapeType(kernel.panel_rows()),
         "scalar": scalar,
         "matrix": types.Array(scalar, 2, "A", readonly=True),
         "out": types.Array(scalar, 2, "A"),
-        "buffer": types.Array(scalar, 1, "C"),
+        "buffer": buffer,
         "int": types.int64,
         "bool": types.boolean,
-        "offsets": types.Array(types.int64, 1, "C", readonly=True),
-        "counter": types.Array(types.int64, 1, "C"),
-        "log": types.Array(types.int64, 1, "C"),
+        "offsets": offsets,
+        "stack_offsets": types.UniTuple(offsets, 3),
+        "counter": log,
+        "log": log,
+        "logs": types.UniTuple(log, 2),
+        "blocks": types.NamedUniTuple(types.int64, 3, Blocks),
+        "workspace": types.NamedTuple((buffer, buffer, buffer, log, buffer), Workspace),
     }
     return tuple(table[k] for k in kinds)
 
@@ -77,10 +96,13 @@ class Entry:
     compiled entry point is called positionally, in the same order.
 
     Kinds: ``shape`` / ``narrow`` / ``few`` / ``gemv`` / ``resident`` / ``panel_rows`` (the kernel's TileShapes;
-    ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``scalar`` (of the dtype),
+    ``gemv``'s ``lane_sums`` is not in its type: entries take it as a ``bool``), ``tiles`` (the prepared
+    state's tuple of them: main, narrow, few, GEMV, ``lane_sums``, resident), ``scalar`` (of the dtype),
     ``matrix`` (2-D input, any layout), ``out`` (2-D output, any layout),
     ``buffer`` (1-D contiguous workspace), ``int``, ``bool``, ``offsets``
-    (1-D contiguous int64 array), ``counter`` / ``log`` (1-D contiguous int64 arrays written to).
+    (1-D contiguous int64 array), ``stack_offsets`` (three of them: A's, B's and C's), ``counter`` /
+    ``log`` (1-D contiguous int64 arrays written to), ``logs`` (two logs: pack tasks, row tasks),
+    ``blocks`` (a ``records.Blocks``: ``BlockSizes.blocks``), ``workspace`` (a ``workspace.Workspace``).
     """
 
     def __init__(self, dispatcher, /, **roles: str):

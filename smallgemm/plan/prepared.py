@@ -154,7 +154,15 @@ class Prepared:
             config.few_rows_max,
             config.column_tiles_max,
         )
-        workspace_at = (self.workspace.scratch.ctypes.data, self.workspace.sums.ctypes.data)
+        workspace_at = tuple(
+            buffer.ctypes.data
+            for buffer in (
+                self.workspace.abuf,
+                self.workspace.bbuf,
+                self.workspace.scratch,
+                self.workspace.sums,
+            )
+        )
         context = dict(
             zip(
                 CALL_CONTEXT,

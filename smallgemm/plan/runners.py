@@ -53,22 +53,8 @@ def run_unpacked(prep, alpha, beta, a, b, c) -> None:
 
 def run_blocked(prep, alpha, beta, a, b, c) -> None:
     """The blocked product (five loops, A and B packed) on the caller's thread."""
-    ws = prep.workspace
     sizes = prep.sizes_for_depth(a.shape[1])
-    prep.blocked(
-        prep.shape,
-        prep.scalar(alpha),
-        prep.scalar(beta),
-        a,
-        b,
-        c,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
-    )
+    prep.blocked(prep.shape, prep.scalar(alpha), prep.scalar(beta), a, b, c, sizes.blocks, prep.workspace)
 
 
 def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) -> None:
@@ -78,20 +64,16 @@ def run_unpacked_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers) ->
     kc = prep.chain_sizes.kc
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers)
     entries.UNPACKED_PARALLEL.get(kernel, dtype)(
-        *prep.tiles,
+        prep.tiles,
         prep.scalar(alpha),
         prep.scalar(beta),
-        prep.one,
-        prep.zero,
         a,
         b,
         c,
         kc,
         workers,
-        ws.scratch,
-        ws.sums,
+        ws,
         _split_k_room(prep, m, n, k, kc),
-        ws.counter,
     )
 
 
@@ -120,64 +102,23 @@ def run_parallel(prep, kernel, dtype, alpha, beta, a, b, c, workers, log_b=NO_LO
         a,
         b,
         c,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
+        sizes.blocks,
         prep.shared_rows,
         workers,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
-        ws.counter,
-        log_b,
-        log_rows,
+        ws,
+        (log_b, log_rows),
     )
 
 
 def run_batch_serial(prep, a, b, c, offsets, unpacked, sizes) -> None:
     """A stack's products one after the other on the caller's thread."""
-    ws = prep.workspace
-    prep.batched(
-        *prep.tiles,
-        prep.one,
-        prep.zero,
-        a,
-        b,
-        c,
-        *offsets,
-        unpacked,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
-        ws.sums,
-    )
+    prep.batched(prep.tiles, a, b, c, offsets, unpacked, sizes.blocks, prep.workspace)
 
 
 def run_batch_tasks(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
     """A stack on ``workers`` workers, each product computed whole by the worker that takes it."""
     ws = workspace.get(dtype, prep.sizes, kernel.mr(), kernel.nr(dtype), workers, private_b=True)
-    entries.BATCH_TASKS.get(kernel, dtype)(
-        *prep.tiles,
-        prep.one,
-        prep.zero,
-        a,
-        b,
-        c,
-        *offsets,
-        unpacked,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
-        workers,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
-        ws.sums,
-        ws.counter,
-    )
+    entries.BATCH_TASKS.get(kernel, dtype)(prep.tiles, a, b, c, offsets, unpacked, sizes.blocks, workers, ws)
 
 
 def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, sizes, workers) -> None:
@@ -189,31 +130,19 @@ def run_batch_each_parallel(prep, kernel, dtype, a, b, c, offsets, unpacked, siz
         if unpacked
         else _NO_PARTIAL[dtype.char]
     )
-    one, zero = prep.one, prep.zero
     entries.BATCH_EACH_PARALLEL.get(kernel, dtype)(
-        *prep.tiles,
-        one,
-        zero,
-        one,
-        zero,
+        prep.tiles,
         a,
         b,
         c,
-        *offsets,
+        offsets,
         unpacked,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
+        sizes.blocks,
         prep.shared_rows,
         workers,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
-        ws.sums,
+        ws,
         partial,
-        ws.counter,
-        NO_LOG,
-        NO_LOG,
+        (NO_LOG, NO_LOG),
     )
 
 
@@ -288,19 +217,7 @@ def run_prepacked(prep, alpha, a, packed, beta, c, few) -> None:
         return
     sizes = prep.sizes_for_depth(a.shape[1])
     entries.PREPACKED.get(kernel, prep.dtype)(
-        prep.shape,
-        prep.scalar(alpha),
-        prep.scalar(beta),
-        a,
-        packed.data,
-        n,
-        c,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
-        ws.abuf,
-        ws.bbuf,
-        ws.scratch,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c, sizes.blocks, ws
     )
 
 
@@ -323,24 +240,10 @@ def run_prepacked_parallel(prep, kernel, dtype, alpha, a, packed, beta, c, worke
             sizes.kc,
             kernel.nr(dtype),
             workers,
-            ws.scratch,
-            ws.counter,
+            ws,
         )
         return
     sizes = prep.sizes_for_depth(a.shape[1])
     entries.PREPACKED_PARALLEL.get(kernel, dtype)(
-        prep.shape,
-        prep.scalar(alpha),
-        prep.scalar(beta),
-        a,
-        packed.data,
-        n,
-        c,
-        sizes.mc,
-        sizes.nc,
-        sizes.kc,
-        workers,
-        ws.abuf,
-        ws.scratch,
-        ws.counter,
+        prep.shape, prep.scalar(alpha), prep.scalar(beta), a, packed.data, n, c, sizes.blocks, workers, ws
     )

@@ -7,7 +7,7 @@ packed panel.  Buffers are 64-byte aligned (a cache line, a zmm register).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,10 +26,10 @@ def aligned_empty(count: int, dtype: np.dtype) -> np.ndarray:
     return raw[start : start + count * dtype.itemsize].view(dtype)
 
 
-@dataclass
-class Workspace:
+class Workspace(NamedTuple):
     """Buffers for one call: A blocks and edge tiles (one per worker), the B slice (shared, or one per worker),
-    and the task counters of the parallel drivers (one per worker, each alone on its cache line)."""
+    and the task counters of the parallel drivers (one per worker, each alone on its cache line).  A named
+    tuple, which compiled entries take as one argument (``drivers.arguments.workspace_of``)."""
 
     abuf: np.ndarray
     bbuf: np.ndarray

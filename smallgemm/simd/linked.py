@@ -23,8 +23,9 @@ its machine code is loaded: every cached compile result that calls routines carr
 their names and argument types (``_reduce_with_links``), and loading it registers them
 first (``_rebuild_linking``).
 
-A routine takes and returns what a C function can: pointers, integers, floats,
-booleans and the opaque tile-shape types; it returns nothing.  A call costs a few
+A routine takes what a C function can: pointers, integers, floats, booleans, the opaque
+tile-shape types and records of them (``simd.records``: named tuples, which LLVM passes
+as structures, a field in a register as a separate argument would be); it returns nothing.  A call costs a few
 nanoseconds: a routine is a tile loop or more, never one tile's step.
 """
 
@@ -212,11 +213,21 @@ def _typed(routine: Linked, actual: tuple, reached):
 
 def c_arguments(actual: tuple) -> tuple | None:
     """The argument types a routine is compiled for (literals dropped), or None where one is
-    not a C argument: a routine takes pointers and scalars."""
+    not a C argument: a routine takes pointers, scalars and records of them."""
     argtypes = tuple(types.unliteral(t) for t in actual)
-    if any(isinstance(t, (types.Array, types.BaseTuple)) for t in argtypes):
+    if not all(_c_value(t) for t in argtypes):
         return None
     return argtypes
+
+
+def _c_value(t) -> bool:
+    """Whether a routine may take a value of type ``t``: not an array; a tuple only as a record
+    (``simd.records``: a named tuple of such values, which LLVM passes as a structure)."""
+    if isinstance(t, types.Array):
+        return False
+    if isinstance(t, types.BaseTuple):
+        return isinstance(t, (types.NamedTuple, types.NamedUniTuple)) and all(_c_value(field) for field in t)
+    return True
 
 
 def cell_in(module: ir.Module, symbol: str, function_type: ir.FunctionType) -> ir.GlobalVariable:

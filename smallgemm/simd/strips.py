@@ -11,6 +11,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, register_jitable
 
 from .memory import copy_args, tile_cols, tile_lanes
+from .records import Matrix
 from .subroutine import subroutine
 from .tile import lane_mask, masked_load, masked_store
 from .types import I64, declare_fma, splat_vector, vector_ptr, vector_type
@@ -38,14 +39,16 @@ def strip_width(shape, rows, ptr):
     return strip_vectors(tile_cols(shape, ptr) // lanes, rows) * lanes
 
 
+def _is_matrix(t) -> bool:
+    return isinstance(t, types.NamedTuple) and t.instance_class is Matrix
+
+
 @intrinsic
-def strip_sums(
-    typingctx, shape, rows, x, x_off, x_rs, x_cs, src, src_off, rs, depth, dst, dst_off, dst_rs, columns
-):
-    """dst[dst_off + r*dst_rs : + columns] = for each of ``rows`` rows r (1 to STRIP_ROWS) and
-    each column, the FMA chain over q < depth, in increasing q, of x[x_off + r*x_rs + q*x_cs] *
-    src[src_off + q*rs + column], from zero; the shape's rule; ``columns`` from 1 to
-    ``strip_vectors(rows)`` vectors and one more.
+def strip_sums(typingctx, shape, rows, x, src, depth, dst, columns):
+    """For each of ``rows`` rows r (1 to STRIP_ROWS) and each of ``columns`` columns j, the FMA
+    chain over q < depth, in increasing q, of x[r, q] * src[q, j], from zero, into dst[r, j]
+    (``Matrix`` records; src's and dst's rows contiguous); the shape's rule; ``columns`` from 1
+    to ``strip_vectors(rows)`` vectors and one more.
 
     A few rows of C a strip at a time: the strip's sums stay in registers across all of
     ``depth``, so each step loads a row of B's strip once for all the rows, and nothing else
@@ -57,13 +60,18 @@ def strip_sums(
     as long (all loads of its vectors past the fewest it serves masked; one Zen 4 core), for
     2.1 s less compile time of UNPACKED (15.6 against 17.7 s, float32).
     """
-    found = copy_args(shape, src, dst)
-    if found is None or x != src:
+    if not (_is_matrix(x) and _is_matrix(src) and _is_matrix(dst)) or x != src:
+        return None
+    found = copy_args(shape, src.types[0], dst.types[0])
+    if found is None:
         return None
     s, dtype = found
 
     def codegen(context, builder, signature, args):
-        _, live_rows, xp, xo, xrs, xcs, sp, so, rsv, count, dp, do, drs, live = args
+        _, live_rows, x_value, src_value, count, dst_value, live = args
+        x_fields = cgutils.unpack_tuple(builder, x_value, 4)
+        sp, so, rsv, _ = cgutils.unpack_tuple(builder, src_value, 4)
+        dp, do, drs, _ = cgutils.unpack_tuple(builder, dst_value, 4)
         vec = vector_type(s, dtype)
         fma = declare_fma(builder.module, s.fused, vec)
         lanes = ir.Constant(I64, vec.count)
@@ -80,9 +88,7 @@ def strip_sums(
                 block = builder.append_basic_block(f"strip_{height}x{width}")
                 choice.add_case(ir.Constant(I64, height * CASES + width), block)
                 builder.position_at_end(block)
-                _strip_loop(
-                    builder, fma, vec, sums, height, width, mask, xp, xo, xrs, xcs, sp, so, rsv, count
-                )
+                _strip_loop(builder, fma, vec, sums, height, width, mask, x_fields, (sp, so, rsv), count)
                 for r in range(height):
                     row = builder.add(do, builder.mul(ir.Constant(I64, r), drs))
                     for v in range(width):
@@ -98,27 +104,15 @@ def strip_sums(
         builder.position_at_end(done)
         return context.get_dummy_value()
 
-    return types.void(
-        shape,
-        types.intp,
-        x,
-        types.intp,
-        types.intp,
-        types.intp,
-        src,
-        types.intp,
-        types.intp,
-        types.intp,
-        dst,
-        types.intp,
-        types.intp,
-        types.intp,
-    ), codegen
+    return types.void(shape, types.intp, x, src, types.intp, dst, types.intp), codegen
 
 
-def _strip_loop(builder, fma, vec, sums, height, width, mask, xp, xo, xrs, xcs, sp, so, rsv, count):
+def _strip_loop(builder, fma, vec, sums, height, width, mask, x_fields, src_fields, count):
     """The k loop of ``strip_sums`` for ``height`` rows of ``width`` vectors: each step loads
-    the rows' elements of A, then each vector of B's strip once, for every row's FMA."""
+    the rows' elements of A (``x_fields``: pointer, offset, row and column strides), then each
+    vector of B's strip (``src_fields``: pointer, offset, row stride) once, for every row's FMA."""
+    xp, xo, xrs, xcs = x_fields
+    sp, so, rsv = src_fields
     for total in sums[: height * width]:
         builder.store(ir.Constant(vec, None), total)
     with cgutils.for_range(builder, count) as loop:

@@ -22,6 +22,7 @@ from .entry import (  # noqa: F401
     spans_meet,
     unpacked_call,
     unpacked_entry,
+    workspace_at,
 )
 from .route import (  # noqa: F401
     DOTS_OF_A_ROWS,

@@ -23,6 +23,7 @@ from ...simd.objects import (
     store_word,
     word_at,
 )
+from ...simd.records import Tiles, Workspace, matrix
 from ...simd.subroutine import subroutine
 from .tiles import gemm_unpacked
 
@@ -107,15 +108,15 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
 # The int64 values bound to a prepared state's ``unpacked_call`` builtins, in this order
 # (``prepared.Prepared``): whether the call decides first (matmul's and gemm's small ways in)
 # or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
-# addresses of the workspace's scratch tile and sums; the small-product limits; and the
-# address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
+# addresses of the workspace's buffers (``Workspace``'s fields); the small-product limits;
+# and the address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
 CALL_CONTEXT = (
-    "decide", "lane_sums", "kc", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
-    "array_type",
+    "decide", "lane_sums", "kc", "abuf", "bbuf", "scratch", "sums", "max_volume", "min_stream", "few_rows",
+    "column_tiles", "array_type",
 )
-DECIDE, LANE_SUMS, KC, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, COLUMN_TILES, ARRAY_TYPE = range(
-    len(CALL_CONTEXT)
-)
+(
+    DECIDE, LANE_SUMS, KC, ABUF, BBUF, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, COLUMN_TILES, ARRAY_TYPE
+) = range(len(CALL_CONTEXT))
 # What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python floats).
 CALL_ARGUMENTS = 5
 
@@ -186,14 +187,23 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         if route == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
-    origin = 0
+    tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)
     gemm_unpacked(
-        shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident, m, n, k, alpha, beta,
-        buffer_at(a_data, like), origin, rs_a, cs_a, buffer_at(b_data, like), origin, rs_b, cs_b,
-        buffer_at(c_data, like), origin, rs_c, cs_c, word_at(context + 8 * KC), buffer_at(word_at(context + 8 * SCRATCH), like),
-        buffer_at(word_at(context + 8 * SUMS), like),
+        tiles, m, n, k, alpha, beta, matrix(buffer_at(a_data, like), 0, rs_a, cs_a),
+        matrix(buffer_at(b_data, like), 0, rs_b, cs_b), matrix(buffer_at(c_data, like), 0, rs_c, cs_c),
+        word_at(context + 8 * KC), workspace_at(context + 8 * ABUF, like),
     )
     store_word(answer, SMALL_DONE)
+
+
+@subroutine(inline=True)
+def workspace_at(fields, like):
+    """The ``Workspace`` whose four buffers' addresses are the words at ``fields``, pointers of
+    ``like``'s dtype."""
+    return Workspace(
+        buffer_at(word_at(fields), like), buffer_at(word_at(fields + 8), like),
+        buffer_at(word_at(fields + 16), like), buffer_at(word_at(fields + 24), like),
+    )
 
 
 unpacked_call_address = address_of(unpacked_call)

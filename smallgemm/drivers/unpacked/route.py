@@ -104,10 +104,13 @@ def unpacked_form(m, n, cs_a, rs_b, cs_b):
 
 
 @subroutine(inline=True)
-def unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a):
-    """``unpacked_form``, with the tile of ``tile_choice`` in place of TILES."""
+def unpacked_route(tiles, m, n, k, cs_a, rs_b, cs_b, kc, a):
+    """``unpacked_form``, with the tile of ``tile_choice`` in place of TILES (``tiles``: the
+    kernel's ``Tiles``)."""
     form = unpacked_form(m, n, cs_a, rs_b, cs_b)
-    return tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a) if form == TILES else form
+    if form != TILES:
+        return form
+    return tile_choice(tiles.main, tiles.narrow, tiles.few, tiles.gemv, tiles.resident, m, n, k, kc, a)
 
 
 @subroutine

@@ -49,22 +49,25 @@ from ...simd import (
     tile_wide_groups,
 )
 from ...simd.linked import linked
+from ...simd.records import advanced, first_row, matrix, merge, moved
 from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 
 
 @subroutine
-def merge_sums(rule, sums, count, c, c_off, cs_c, alpha, beta, mode):
-    """Merge ``count`` raw sums of one KC block into C's elements ``c_off + j*cs_c``, by
-    the rules of ``tile_write`` (same multiply-adds), so the bits are the tiles'."""
+def merge_sums(rule, sums, count, c, merging):
+    """Merge ``count`` raw sums of one KC block into the first ``count`` elements of C (a
+    ``Vector``) by ``merging`` (a ``Merge``), by the rules of ``tile_write`` (same
+    multiply-adds), so the bits are the tiles'."""
+    alpha, beta, mode = merging
     for j in range(count):
-        at = c_off + j * cs_c
+        at = c.offset + j * c.stride
         if mode == OVERWRITE or mode == CONTINUE:
-            c[at] = alpha * sums[j]
+            c.data[at] = alpha * sums[j]
         elif mode == ACCUMULATE:
-            c[at] = multiply_add(rule, alpha, sums[j], c[at])
+            c.data[at] = multiply_add(rule, alpha, sums[j], c.data[at])
         else:
-            c[at] = multiply_add(rule, alpha, sums[j], beta * c[at])
+            c.data[at] = multiply_add(rule, alpha, sums[j], beta * c.data[at])
 
 
 @subroutine
@@ -78,8 +81,8 @@ def strips_in_registers(rule, m, n, k, b):
 
 
 @linked
-def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, row):
-    """m rows of C times B with contiguous rows: in register strips (``row_strips``) where
+def gemv_rows(rule, m, n, k, alpha, beta, a, b, c, kc, row):
+    """m rows of C times B with contiguous rows (``Matrix`` records): in register strips (``row_strips``) where
     ``strips_in_registers``, else one row (m == 1; the route takes no more rows here) with B
     streamed row after row, in order, as memory delivers it.
 
@@ -99,12 +102,14 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     still the FMA chain of its KC block in increasing k from zero, merged by
     the usual rules, so the bits are those of every other path.
     """
-    if strips_in_registers(rule, m, n, k, b):
-        row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, row)
+    if strips_in_registers(rule, m, n, k, b.data):
+        row_strips(rule, m, n, k, alpha, beta, a, b, c, kc, row)
         return
-    lanes = tile_lanes(rule, b)
+    x, x_off, cs_x = first_row(a)
+    w, w_off, rs_w = b.data, b.offset, b.rs
+    lanes = tile_lanes(rule, w)
     zero = alpha - alpha
-    item_bytes = 64 // line_elements(rule, b)
+    item_bytes = 64 // line_elements(rule, w)
     # The kernel's choice (its GEMV tile's ``row_fetch``; 0: none).
     fetch_from, wide_from = row_fetch_min_bytes(rule), row_fetch_wide_min_bytes(rule)
     fetch = fetch_from > 0 and n * k * item_bytes >= fetch_from
@@ -112,12 +117,12 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
-    rows_aligned_alike = rs_b % lanes == 0 and not fetch
+    rows_aligned_alike = rs_w % lanes == 0 and not fetch
     j0 = 0
     while j0 < n:
         # Columns before B's rows reach a vector boundary, taken one by one besides
         # the chunk's columns (the chunk after then starts on a boundary too).
-        lead = elements_to_vector_boundary(rule, b, b_off + j0) if rows_aligned_alike else 0
+        lead = elements_to_vector_boundary(rule, w, w_off + j0) if rows_aligned_alike else 0
         width = min(GEMV_CHUNK + lead, n - j0)
         lead = min(lead, width)
         whole = lead + (width - lead) // lanes * lanes
@@ -126,45 +131,45 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, 
         sums = advance(row, shift)
         # The same columns, as many groups of rows ahead as the tile's ``row_fetch.ahead``
         # elements ask of groups of AXPY_ROWS.
-        ahead = (row_fetch_ahead(rule) * (group // AXPY_ROWS) + width - 1) // width * rs_b
+        ahead = (row_fetch_ahead(rule) * (group // AXPY_ROWS) + width - 1) // width * rs_w
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             grouped = depth - depth % group
             for j in range(width):
                 sums[j] = zero  # fma(x, b, 0) is the rounded product: the chain's first step
             for p in range(0, grouped, group):
-                x_at = a_off + (pc + p) * cs_a
-                start = b_off + (pc + p) * rs_b + j0
+                x_at = x_off + (pc + p) * cs_x
+                start = w_off + (pc + p) * rs_w + j0
                 for j in range(lead):
                     for q in range(group):
-                        sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
+                        sums[j] = multiply_add(rule, x[x_at + q * cs_x], w[start + q * rs_w + j], sums[j])
                 for j in range(lead, whole, lanes):
                     if fetch:
                         for q in range(group):
-                            prefetch_read_l2(b, start + q * rs_b + j + ahead)
+                            prefetch_read_l2(w, start + q * rs_w + j + ahead)
                     if wide:
-                        axpy_rows_wide(rule, a, x_at, cs_a, b, start + j, rs_b, sums, j)
+                        axpy_rows_wide(rule, x, x_at, cs_x, w, start + j, rs_w, sums, j)
                     else:
-                        axpy_rows(rule, a, x_at, cs_a, b, start + j, rs_b, sums, j)
+                        axpy_rows(rule, x, x_at, cs_x, w, start + j, rs_w, sums, j)
                 for j in range(whole, width):
                     for q in range(group):
-                        sums[j] = multiply_add(rule, a[x_at + q * cs_a], b[start + q * rs_b + j], sums[j])
+                        sums[j] = multiply_add(rule, x[x_at + q * cs_x], w[start + q * rs_w + j], sums[j])
             for p in range(grouped, depth):
-                x = a[a_off + (pc + p) * cs_a]
-                start = b_off + (pc + p) * rs_b + j0
+                x_p = x[x_off + (pc + p) * cs_x]
+                start = w_off + (pc + p) * rs_w + j0
                 for j in range(lead):
-                    sums[j] = multiply_add(rule, x, b[start + j], sums[j])
+                    sums[j] = multiply_add(rule, x_p, w[start + j], sums[j])
                 for j in range(lead, whole, lanes):
-                    axpy_vector(rule, x, b, start + j, sums, j)
+                    axpy_vector(rule, x_p, w, start + j, sums, j)
                 for j in range(whole, width):
-                    sums[j] = multiply_add(rule, x, b[start + j], sums[j])
-            merge_sums(rule, sums, width, c, c_off + j0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
+                    sums[j] = multiply_add(rule, x_p, w[start + j], sums[j])
+            merge_sums(rule, sums, width, advanced(first_row(c), j0), merge(alpha, beta, merge_mode(pc, beta)))
         j0 += width
 
 
 @subroutine
-def row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums):
-    """m rows of C, STRIP_ROWS at a time, a strip of columns at a time (``strip_sums``), each
+def row_strips(rule, m, n, k, alpha, beta, a, b, c, kc, sums):
+    """m rows of C (``Matrix`` records, as A and B), STRIP_ROWS at a time, a strip of columns at a time (``strip_sums``), each
     element's sum in a register across its KC block, then merged into C by the usual rules.
 
     A strip spans the GEMV tile's vectors for one row (256 float32 columns on AVX-512), fewer
@@ -178,23 +183,22 @@ def row_strips(rule, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
     caches (one AMD Zen 4 core: float32 [1,512] @ [512,2048] 57-58 against 66-70 us, [2,512] @
     [512,2048] 61 against 99.5 us on the stream; docs/performance.md).
     """
-    lanes = tile_lanes(rule, b)
-    lead = elements_to_vector_boundary(rule, b, b_off) if rs_b % lanes == 0 else 0
+    lanes = tile_lanes(rule, b.data)
+    lead = elements_to_vector_boundary(rule, b.data, b.offset) if b.rs % lanes == 0 else 0
     for i in range(0, m, STRIP_ROWS):
         rows = min(STRIP_ROWS, m - i)
-        strip = strip_width(rule, rows, b)
+        strip = strip_width(rule, rows, b.data)
         ld = strip + lanes  # the strip's sums, a row apart in ``sums``
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
-            mode = merge_mode(pc, beta)
+            merging = merge(alpha, beta, merge_mode(pc, beta))
             j = merged = 0
             while j < n:
                 columns = n - j if n - j <= strip + lanes else strip
-                strip_sums(rule, rows, a, a_off + i * rs_a + pc * cs_a, rs_a, cs_a, b, b_off + pc * rs_b + j, rs_b,
-                           depth, sums, 0, ld, columns)
+                strip_sums(rule, rows, moved(a, i, pc), moved(b, pc, j), depth, matrix(sums, 0, ld, 1), columns)
                 for r in range(rows):
-                    merge_sums(rule, advance(sums, r * ld + merged - j), j + columns - merged, c,
-                               c_off + (i + r) * rs_c + merged * cs_c, cs_c, alpha, beta, mode)
+                    merge_sums(rule, advance(sums, r * ld + merged - j), j + columns - merged,
+                               first_row(moved(c, i + r, merged)), merging)
                 j = merged = j + columns
                 if j < n:
                     j -= (j - lead) % lanes
@@ -223,8 +227,9 @@ def dot_pairs_suit(rule, mat, rows, ldm):
 
 
 @subroutine
-def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
-    """C's elements ``c_off + r*cs_c`` = alpha * (row r of ``mat``) . v + beta * C, r < ``rows``.
+def dot_rows(rule, rows, k, alpha, beta, v, mat, c, kc, sums):
+    """C's first ``rows`` elements (``c``, a ``Vector``) = alpha * (row r of ``mat``) . v + beta * C
+    (``v`` a ``Vector``, ``mat`` a ``Matrix`` whose rows are contiguous).
 
     A matrix times a vector where the matrix's rows are contiguous along k:
     ``x @ W.T`` (one row of A, W stored [N, K]: the rows are W's) and ``W @ x``
@@ -238,28 +243,26 @@ def dot_rows(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c,
     With exact products given up (a rule with ``lane_sums``), a contiguous
     ``v`` goes to ``dot_rows_lane_wise`` instead.
     """
-    paired = dot_pairs_suit(rule, mat, rows, ldm)
-    dot_rows_of(rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
+    paired = dot_pairs_suit(rule, mat.data, rows, mat.rs)
+    dot_rows_of(rule, paired, rows, k, alpha, beta, v, mat, c, kc, sums)
 
 
 @linked
-def dot_rows_of(
-    rule, paired, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
-):
+def dot_rows_of(rule, paired, rows, k, alpha, beta, v, mat, c, kc, sums):
     """``dot_rows`` with the choice of pairs made (by the caller: ``dot_rows_parallel``
     makes it once for the whole matrix).  Linked, so that the serial path and the
     parallel driver's tasks call one compiled copy of its row-block loops."""
-    if sums_lane_wise(rule) and v_stride == 1:
-        dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums)
+    if sums_lane_wise(rule) and v.stride == 1:
+        dot_rows_lane_wise(rule, rows, k, alpha, beta, v, mat, c, sums)
         return
-    lanes = tile_lanes(rule, mat)
+    lanes = tile_lanes(rule, mat.data)
     done = 0
     if paired:
         done = rows - rows % (2 * lanes)
-        dot_row_pairs(rule, done, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums)
+        dot_row_pairs(rule, done, k, alpha, beta, v, mat, c, kc, sums)
     if done < rows:
-        dot_row_blocks(rule, dot_zero(rule, mat), lanes, rows - done, k, alpha, beta, v, v_off, v_stride, mat,
-                       m_off + done * ldm, ldm, c, c_off + done * cs_c, cs_c, kc, sums)
+        dot_row_blocks(rule, dot_zero(rule, mat.data), lanes, rows - done, k, alpha, beta, v, moved(mat, done, 0),
+                       advanced(c, done), kc, sums)
 
 
 def _kernel_takes_pairs(rule, *rest) -> bool:
@@ -267,18 +270,15 @@ def _kernel_takes_pairs(rule, *rest) -> bool:
 
 
 @linked(where=_kernel_takes_pairs)
-def dot_row_pairs(rule, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums):
+def dot_row_pairs(rule, rows, k, alpha, beta, v, mat, c, kc, sums):
     """``dot_row_blocks`` on pairs of row blocks (``rows`` a multiple of a pair's rows), compiled
     only for a kernel whose GEMV tile sets ``dot_pairs``: ``dot_pairs_suit`` is false on the others."""
-    pair_rows = 2 * tile_lanes(rule, mat)
-    dot_row_blocks(rule, dot_pair_zero(rule, mat), pair_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off,
-                   ldm, c, c_off, cs_c, kc, sums)
+    pair_rows = 2 * tile_lanes(rule, mat.data)
+    dot_row_blocks(rule, dot_pair_zero(rule, mat.data), pair_rows, rows, k, alpha, beta, v, mat, c, kc, sums)
 
 
 @subroutine
-def dot_row_blocks(
-    rule, zero, block_rows, rows, k, alpha, beta, v, v_off, v_stride, mat, m_off, ldm, c, c_off, cs_c, kc, sums
-):
+def dot_row_blocks(rule, zero, block_rows, rows, k, alpha, beta, v, mat, c, kc, sums):
     """The loops of ``dot_rows`` over dot blocks like ``zero`` (one or a pair of row
     blocks of ``rule``'s vectors: ``block_rows`` rows).
 
@@ -287,43 +287,48 @@ def dot_row_blocks(
     the loads after them never straddle two cache lines (NumPy's large arrays
     start 16 bytes into one; float32 W [2048,2048] 1.4-1.5x, [4096,4096] 1.2x).
     """
-    lanes = tile_lanes(rule, mat)
+    x, x_off, x_stride = v
+    w, ldm = mat.data, mat.rs
+    lanes = tile_lanes(rule, w)
     rows_aligned_alike = ldm % lanes == 0
     for r0 in range(0, rows, block_rows):
         live = min(block_rows, rows - r0)
-        start = m_off + r0 * ldm
+        start = mat.offset + r0 * ldm
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
-            head = min(depth, elements_to_vector_boundary(rule, mat, start + pc)) if rows_aligned_alike else 0
+            head = min(depth, elements_to_vector_boundary(rule, w, start + pc)) if rows_aligned_alike else 0
             block = zero
             if head > 0:
-                block = dot_tail(block, v, v_off + pc * v_stride, v_stride, mat, start + pc, ldm, live, head)
+                block = dot_tail(block, x, x_off + pc * x_stride, x_stride, w, start + pc, ldm, live, head)
             whole = head + (depth - head) // lanes * lanes
             for p in range(pc + head, pc + whole, lanes):
-                block = dot_steps(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live)
+                block = dot_steps(block, x, x_off + p * x_stride, x_stride, w, start + p, ldm, live)
             if whole < depth:
                 p = pc + whole
-                block = dot_tail(block, v, v_off + p * v_stride, v_stride, mat, start + p, ldm, live, depth - whole)
+                block = dot_tail(block, x, x_off + p * x_stride, x_stride, w, start + p, ldm, live, depth - whole)
             tile_store(block, sums)
-            merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(pc, beta))
+            merge_sums(rule, sums, live, advanced(c, r0), merge(alpha, beta, merge_mode(pc, beta)))
 
 
 @subroutine
-def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, v_off, mat, m_off, ldm, c, c_off, cs_c, sums):
+def dot_rows_lane_wise(rule, rows, k, alpha, beta, v, mat, c, sums):
     """``dot_rows`` summed as BLAS's GEMV sums (the opt-in ``set_batch_invariant(False)``): each
     row's dot product with the contiguous ``v`` in vectors of partial sums along all of k,
     then across the lanes.  A row's bits depend on the row, ``v`` and the kernel only (not
     on the thread count), but differ from the other paths' FMA chain in increasing k.
     """
-    step = lane_dot_width(rule, mat)
+    x, x_off = v.data, v.offset
+    w, ldm = mat.data, mat.rs
+    step = lane_dot_width(rule, w)
     whole = k - k % step
+    merging = merge(alpha, beta, merge_mode(np.intp(0), beta))
     for r0 in range(0, rows, LANE_DOT_ROWS):
         live = min(LANE_DOT_ROWS, rows - r0)
-        start = m_off + r0 * ldm
-        block = lane_dot_zero(rule, mat)
+        start = mat.offset + r0 * ldm
+        block = lane_dot_zero(rule, w)
         for p in range(0, whole, step):
-            block = lane_dot_steps(block, v, v_off + p, mat, start + p, ldm, live)
+            block = lane_dot_steps(block, x, x_off + p, w, start + p, ldm, live)
         if whole < k:
-            block = lane_dot_tail(block, v, v_off + whole, mat, start + whole, ldm, live, k - whole)
+            block = lane_dot_tail(block, x, x_off + whole, w, start + whole, ldm, live, k - whole)
         lane_dot_sums(block, sums)
-        merge_sums(rule, sums, live, c, c_off + r0 * cs_c, cs_c, alpha, beta, merge_mode(np.intp(0), beta))
+        merge_sums(rule, sums, live, advanced(c, r0), merging)

@@ -42,6 +42,7 @@ from ...simd import (
     tile_zero,
 )
 from ...simd.linked import linked, only_where
+from ...simd.records import matrix, merge, moved
 from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 from ..packing import pack_b_panel
@@ -75,12 +76,10 @@ def fetches_ahead(tile, a, n, k, cs_b):
 
 
 @linked
-def stream_tiles(
-    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
-    fetch,
-):
+def stream_tiles(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
     """The unpacked product with B read along its rows (few rows): ``stream_strips`` on
-    column strips that start on cache lines.
+    column strips that start on cache lines.  A, B and C are ``Matrix`` records, ``work`` a
+    ``Workspace``.
 
     NumPy's large arrays start 16 bytes into a line, so a strip of B one line wide
     (the AVX2 few-rows tile, the AVX-512 narrow tile) spans two: where every row of B starts at the same place
@@ -91,17 +90,15 @@ def stream_tiles(
     across line boundaries (docs/performance.md).
     """
     lead = 0
-    line = line_elements(tile, b)
+    line = line_elements(tile, b.data)
     lead_from = stream_lead_min_row_bytes(tile)
-    if cs_b == 1 and rs_b % line == 0 and 0 < lead_from <= rs_b * (64 // line):
-        lead = elements_to_line_boundary(tile, b, b_off)
-    if lead + tile_cols(tile, b) > n:  # too narrow for a strip after the lead: one pass
+    if b.cs == 1 and b.rs % line == 0 and 0 < lead_from <= b.rs * (64 // line):
+        lead = elements_to_line_boundary(tile, b.data, b.offset)
+    if lead + tile_cols(tile, b.data) > n:  # too narrow for a strip after the lead: one pass
         lead = 0
     if lead > 0:
-        stream_strips(tile, m, lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c,
-                      kc, sums, scratch, fetch)
-    stream_strips(tile, m, n - lead, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + lead, rs_b, cs_b, c,
-                  c_off + lead * cs_c, rs_c, cs_c, kc, sums, scratch, fetch)
+        stream_strips(tile, m, lead, k, alpha, beta, a, b, c, kc, work, fetch)
+    stream_strips(tile, m, n - lead, k, alpha, beta, a, moved(b, 0, lead), moved(c, 0, lead), kc, work, fetch)
 
 
 def _narrow_tile_streams(tile, *rest) -> bool:
@@ -114,10 +111,7 @@ narrow_stream_tiles = only_where(stream_tiles, _narrow_tile_streams)
 
 
 @linked
-def stream_strips(
-    tile, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc, sums, scratch,
-    fetch,
-):
+def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
     """The unpacked product with B read along its rows, strip after strip from column 0.
 
     A tile walking down one column strip of B for a whole KC block jumps a
@@ -147,75 +141,72 @@ def stream_strips(
     AVX-512: 2.96 ms with A in place, 1.32 ms from the copy).
     """
     mr = tile_rows(tile)
-    nr = tile_cols(tile, a)
+    nr = tile_cols(tile, a.data)
     tile_size = mr * nr
     strips = STREAM_COLS // nr
+    sums, scratch = work.sums, work.scratch
     panel = advance(sums, STREAM_SUMS)
     sweep = max(mr, STREAM_ROWS // mr * mr)
-    size = 64 // line_elements(tile, b)
+    size = 64 // line_elements(tile, b.data)
     strip_bytes = stream_strip_bytes(tile)
     a_copy = advance(panel, strip_bytes // size)  # after a kept strip of B
-    group = strip_rows(strip_bytes if cs_b == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
+    group = strip_rows(strip_bytes if b.cs == 1 else TRANSPOSED_PANEL_BYTES, nr, size)
     keep_from = stream_keep_from_tiles(tile)
     # Strips ahead a lone row tile requests (the tile's ``fetch_distance``, from its ``fetch_min_bytes`` of B).
-    ahead = stream_fetch_distance(tile) if k * abs(rs_b) * size >= stream_fetch_min_bytes(tile) else 0
-    if cs_b == 1 and m <= mr and k * abs(rs_b) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
+    ahead = stream_fetch_distance(tile) if k * abs(b.rs) * size >= stream_fetch_min_bytes(tile) else 0
+    if b.cs == 1 and m <= mr and k * abs(b.rs) * size >= STREAM_FROM_MEMORY_MIN_BYTES:
         group = min(group, STREAM_FROM_MEMORY_ROWS)
     for i0 in range(0, m, sweep):
         height = min(sweep, m - i0)
         tiles = (height + mr - 1) // mr
-        keep_strip = cs_b == 1 and 0 < keep_from <= tiles
+        keep_strip = b.cs == 1 and 0 < keep_from <= tiles
         # The narrow tile's copy of A's rows, where it fits in the panel after a kept strip.
         copy_a = (
-            tile_streams_from(tile) > 0 and cs_b == 1 and strip_bytes // size + height * group <= STREAM_PANEL
+            tile_streams_from(tile) > 0 and b.cs == 1 and strip_bytes // size + height * group <= STREAM_PANEL
         )
         for j0 in range(0, n, STREAM_COLS):
             width = min(STREAM_COLS, n - j0)
             for pc in range(0, k, kc):
                 depth = min(kc, k - pc)
-                mode = merge_mode(pc, beta)
+                merging = merge(alpha, beta, merge_mode(pc, beta))
                 for p0 in range(0, depth, group):
                     steps = min(group, depth - p0)
                     last = p0 + steps == depth
-                    a_src, a_start, rs_a_src, cs_a_src = a, a_off + i0 * rs_a + (pc + p0) * cs_a, rs_a, cs_a
+                    a_block = moved(a, i0, pc + p0)
                     if copy_a:
-                        read_into(a_copy, steps, a, a_start, rs_a, cs_a, height, steps)
-                        a_src, a_start, rs_a_src, cs_a_src = a_copy, np.intp(0), np.intp(steps), np.intp(1)
+                        read_into(a_copy, steps, a_block, height, steps)
+                        a_block = matrix(a_copy, 0, steps, 1)
                     for jr in range(0, width, nr):
                         cols = min(nr, width - jr)
-                        b_at = b_off + (pc + p0) * rs_b + (j0 + jr) * cs_b
-                        next_at = b_at + nr * cs_b  # the next strip
-                        src, rs_src = b, rs_b
-                        if cs_b != 1:
-                            pack_b_panel(tile, b, b_at, rs_b, cs_b, steps, cols, panel, np.intp(0))
-                            src, b_at, rs_src = panel, 0, nr
+                        b_strip = moved(b, pc + p0, j0 + jr)
+                        next_at = b_strip.offset + nr * b.cs  # the next strip
+                        source = b_strip
+                        if b.cs != 1:
+                            pack_b_panel(tile, b.data, b_strip.offset, b.rs, b.cs, steps, cols, panel, np.intp(0))
+                            source = matrix(panel, 0, nr, 1)
                         for ir in range(0, height, mr):
                             rows = min(mr, height - ir)
                             sharer = ir // mr
                             held = advance(sums, (sharer * strips + jr // nr) * tile_size)
-                            tile_sum = tile_zero(tile, a) if p0 == 0 else tile_load(tile, held)
-                            a_at = a_start + ir * rs_a_src
+                            tile_sum = tile_zero(tile, a.data) if p0 == 0 else tile_load(tile, held)
+                            a_tile = moved(a_block, ir, 0)
                             if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
-                                tile_sum = direct_steps(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows,
-                                                        b, b_at, rs_b, cols, panel)
-                                src, b_at, rs_src = panel, 0, nr
+                                tile_sum = direct_steps(tile, tile_sum, steps, a_tile, rows, b_strip, cols, panel)
+                                source = matrix(panel, 0, nr, 1)
                             elif keep_strip and jr + nr < width:  # and request the next strip
-                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
-                                                                rows, panel, b, next_at, rs_b, sharer - 1, tiles - 1)
-                            elif cs_b == 1 and tiles == 1 and cols == nr and ahead > 0 and jr + ahead * nr < width:
-                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src,
-                                                                 rows, b, b_at, rs_b, b_at + ahead * nr)
+                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a_tile, rows, panel, b.data,
+                                                                next_at, b.rs, sharer - 1, tiles - 1)
+                            elif b.cs == 1 and tiles == 1 and cols == nr and ahead > 0 and jr + ahead * nr < width:
+                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a_tile, rows, b_strip,
+                                                                 b_strip.offset + ahead * nr)
                             elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
                                 tile_sum = panel_steps_fetching_rows(
-                                    tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows, panel, b, next_at,
-                                    cs_b,
+                                    tile, tile_sum, steps, a_tile, rows, panel, b.data, next_at, b.cs,
                                     sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
                                 )
                             else:
-                                tile_sum = direct_steps(tile, tile_sum, steps, a_src, a_at, rs_a_src, cs_a_src, rows,
-                                                        src, b_at, rs_src, cols, None)
+                                tile_sum = direct_steps(tile, tile_sum, steps, a_tile, rows, source, cols, None)
                             if last:
-                                merge_tile(tile, tile_sum, c, c_off + (i0 + ir) * rs_c + (j0 + jr) * cs_c, rs_c, cs_c,
-                                           rows, cols, alpha, beta, mode, scratch)
+                                merge_tile(tile, tile_sum, moved(c, i0 + ir, j0 + jr), rows, cols, merging, scratch)
                             else:
                                 tile_store(tile_sum, held)

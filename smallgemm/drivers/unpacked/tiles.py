@@ -9,6 +9,7 @@ import numpy as np
 from ...kernels.microkernel import direct_microkernel, merge_tile
 from ...simd import resident_b, resident_product, tile_cols, tile_rows, tile_zero
 from ...simd.linked import linked
+from ...simd.records import first_column, first_row, matrix_of, merge, moved, transposed, unit_columns
 from ...simd.subroutine import subroutine
 from ..blocked import merge_mode
 from .route import (
@@ -29,29 +30,28 @@ from .stream import fetches_ahead, narrow_stream_tiles, stream_tiles
 
 
 @linked
-def resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
-    """A whole product with B in registers (k <= the tile's depth, n <= RESIDENT_STRIPS tile widths).
+def resident_tiles(resident, m, n, k, alpha, beta, a, b, c, scratch):
+    """A whole product with B in registers (k <= the tile's depth, n <= RESIDENT_STRIPS tile
+    widths); A, B and C are ``Matrix`` records.
 
     One strip of B in the common layouts (A and C rows contiguous) gets its own
     compiled loop, with those strides known at compile time: then no call is
     left in the loop, B stays in registers and the A addresses are constant
     offsets.  Several strips take one loop for any strides.
     """
-    if n > tile_cols(resident, a):
-        resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c,
-                        scratch)
-    elif cs_c == 1:
-        if cs_a == 1:
-            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, 1, b, b_off, rs_b, c, c_off, rs_c, 1, scratch)
+    if n > tile_cols(resident, a.data):
+        resident_strips(resident, m, n, k, alpha, beta, a, b, c, scratch)
+    elif c.cs == 1:
+        if a.cs == 1:
+            resident_strip(resident, m, n, k, alpha, beta, unit_columns(a), b, unit_columns(c), scratch)
         else:
-            resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, 1,
-                           scratch)
+            resident_strip(resident, m, n, k, alpha, beta, a, b, unit_columns(c), scratch)
     else:
-        resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+        resident_strip(resident, m, n, k, alpha, beta, a, b, c, scratch)
 
 
 @subroutine(inline=True)
-def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+def resident_strip(resident, m, n, k, alpha, beta, a, b, c, scratch):
     """The rows of C, ``rows`` at a time, each the FMA chain over all k from B in registers
     (n <= the tile's width: one strip of B).
 
@@ -61,37 +61,34 @@ def resident_strip(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_of
     products 1.26x as fast, of 8x8x8 1.5x; one thread).
     """
     mr = tile_rows(resident)
-    mode = merge_mode(np.intp(0), beta)  # one KC block: k <= depth < KC
-    held = resident_b(resident, b, b_off, rs_b, k, n)
+    merging = merge(alpha, beta, merge_mode(np.intp(0), beta))  # one KC block: k <= depth < KC
+    held = resident_b(resident, b.data, b.offset, b.rs, k, n)
     for i in range(0, m, mr):
         rows = min(mr, m - i)
-        tile = resident_product(tile_zero(resident, a), held, a, a_off + i * rs_a, rs_a, cs_a, rows, k)
-        merge_tile(resident, tile, c, c_off + i * rs_c, rs_c, cs_c, rows, n, alpha, beta, mode, scratch)
+        tile = resident_product(tile_zero(resident, a.data), held, a.data, a.offset + i * a.rs, a.rs, a.cs, rows, k)
+        merge_tile(resident, tile, moved(c, i, 0), rows, n, merging, scratch)
 
 
 @subroutine(inline=True)
-def resident_strips(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch):
+def resident_strips(resident, m, n, k, alpha, beta, a, b, c, scratch):
     """``resident_strip`` for one strip of B's columns after the other (n wider than the tile).
 
     Inlined, as ``resident_strip``: a stack of float64 16x16x16 products calling it once a
     product took 30 % longer (masks and row offsets computed again for every product).
     """
-    nr = tile_cols(resident, a)
+    nr = tile_cols(resident, a.data)
     for j in range(0, n, nr):
-        resident_strip(resident, m, min(nr, n - j), k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + j, rs_b,
-                       c, c_off + j * cs_c, rs_c, cs_c, scratch)
+        resident_strip(resident, m, min(nr, n - j), k, alpha, beta, a, moved(b, 0, j), moved(c, 0, j), scratch)
 
 
 @subroutine
-def gemm_unpacked(
-    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
-    rs_c, cs_c, kc, scratch, sums,
-):
-    """C = alpha*A.B + beta*C without packing the operands whole (requires m, n, k >= 1).
+def gemm_unpacked(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
+    """C = alpha*A.B + beta*C without packing the operands whole (requires m, n, k >= 1):
+    A, B and C are ``Matrix`` records, ``tiles`` the kernel's ``Tiles``, ``work`` a ``Workspace``.
 
-    B's rows must be contiguous (``cs_b == 1``), or its columns for few rows
+    B's rows must be contiguous (``b.cs == 1``), or its columns for few rows
     (m <= STREAM_ROWS: ``stream_tiles`` packs it on the fly), or n == 1.
-    ``sums`` (STREAM_SIZE elements) holds the partial sums of the streaming
+    ``work.sums`` (STREAM_SIZE elements) holds the partial sums of the streaming
     paths.  A matrix times a vector whose rows are contiguous along k (``W @
     x``, ``x @ W.T``) takes ``dot_rows``.
 
@@ -100,78 +97,64 @@ def gemm_unpacked(
     made the 16x16 call 2-3 % slower); the parallel driver's tasks and a stack's products on
     the routes without a tile loop call it by name (``unpacked_part``).
     """
-    choice = unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    choice = unpacked_route(tiles, m, n, k, a.cs, b.rs, b.cs, kc, a.data)
     if choice == DOTS_OF_A_ROWS:
-        dot_rows(gemv, m, k, alpha, beta, b, b_off, rs_b, a, a_off, rs_a, c, c_off, rs_c, kc, sums)
+        dot_rows(tiles.gemv, m, k, alpha, beta, first_column(b), a, first_column(c), kc, work.sums)
     elif choice == DOTS_OF_B_COLUMNS:
-        dot_rows(gemv, n, k, alpha, beta, a, a_off, cs_a, b, b_off, cs_b, c, c_off, cs_c, kc, sums)
+        dot_rows(tiles.gemv, n, k, alpha, beta, first_row(a), transposed(b), first_row(c), kc, work.sums)
     elif choice == TRANSPOSING_STREAM:
-        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b,
-                     c, c_off, rs_c, cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+        stream_tiles(tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs))
     elif choice == RESIDENT_TILE:
-        resident_tiles(resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, scratch)
+        resident_tiles(tiles.resident, m, n, k, alpha, beta, a, b, c, work.scratch)
     elif choice == NARROW_TILE:
-        tile_loops(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+        tile_loops(tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, work.scratch)
     elif choice == FEW_TILE:
-        # cs_b (== 1) and fetch (False) as run-time values, as in the call above: one compiled
+        # b.cs (== 1) and fetch (False) as run-time values, as in the call above: one compiled
         # stream_tiles for both (literals would compile another).
-        stream_tiles(few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
-                     sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+        stream_tiles(tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs))
     elif choice == NARROW_STREAM:
-        narrow_stream_tiles(narrow, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c,
-                            cs_c, kc, sums, scratch, fetches_ahead(few, a, n, k, cs_b))
+        narrow_stream_tiles(
+            tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs)
+        )
     elif choice == GEMV_TILE:
-        gemv_rows(gemv, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, sums)
+        gemv_rows(tiles.gemv, m, n, k, alpha, beta, a, b, c, kc, work.sums)
     else:
-        main_tile_loops(shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
-                        rs_c, cs_c, kc, sums, scratch)
+        main_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work)
 
 
 @linked
-def tile_loops(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch):
+def tile_loops(shape, m, n, k, alpha, beta, a, b, c, kc, scratch):
     """``unpacked_tiles`` called by name: one tile's loops, compiled once per tile."""
-    unpacked_tiles(shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch)
+    unpacked_tiles(shape, m, n, k, alpha, beta, a, b, c, kc, scratch)
 
 
 @linked
-def main_tile_loops(
-    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
-    sums, scratch,
-):
+def main_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     """``main_tiles`` for one product, each edge tile's loops called by name: a first product
     compiles only the tiles it runs."""
-    main_rows, main_cols, rows_way = main_edges(shape, narrow, few, m, n, a)
+    main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
     if main_cols < n:
-        tile_loops(narrow, m, n - main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
-                   c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+        tile_loops(tiles.narrow, m, n - main_cols, k, alpha, beta, a, moved(b, 0, main_cols), moved(c, 0, main_cols),
+                   kc, work.scratch)
     if rows_way == ROWS_STREAMED:
-        stream_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
-                     rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
-                     fetches_ahead(few, a, main_cols, k, cs_b))
+        stream_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
+                     moved(c, main_rows, 0), kc, work, fetches_ahead(tiles.few, a.data, main_cols, k, b.cs))
     elif rows_way == ROWS_IN_FEW:
-        tile_loops(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b,
-                   b_off, rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
-    tile_loops(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
-               cs_c, kc, scratch)
+        tile_loops(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
+                   moved(c, main_rows, 0), kc, work.scratch)
+    tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
 @linked
-def unpacked_part(
-    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off,
-    rs_c, cs_c, kc, scratch, sums,
-):
+def unpacked_part(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     """``gemm_unpacked`` called by name: one task of the parallel unpacked driver, compiled once."""
-    gemm_unpacked(shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b,
-                  cs_b, c, c_off, rs_c, cs_c, kc, scratch, sums)
+    gemm_unpacked(tiles, m, n, k, alpha, beta, a, b, c, kc, work)
 
 
 @linked
-def gemm_unpacked_stack(
-    shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, cs_b,
-    c, offsets_c, rs_c, cs_c, kc, scratch, sums, count,
-):
-    """``gemm_unpacked`` for each of the ``count`` products of a stack (``offsets_*``: pointers
-    to where each matrix starts).
+def gemm_unpacked_stack(tiles, m, n, k, alpha, beta, a, b, c, kc, work, count):
+    """``gemm_unpacked`` for each of the ``count`` products of a stack (A, B and C are
+    ``Stack`` records).
 
     The route is chosen once per stack, not once per product; the main, narrow and resident
     tiles each have a loop over the products with the tile's loops inlined
@@ -179,71 +162,53 @@ def gemm_unpacked_stack(
     compiles only its own), the other routes go through ``unpacked_part``, so no stack loop
     holds a second copy of ``gemm_unpacked``.
     """
-    choice = unpacked_route(shape, narrow, few, gemv, resident, m, n, k, cs_a, rs_b, cs_b, kc, a)
+    choice = unpacked_route(tiles, m, n, k, a.cs, b.rs, b.cs, kc, a.data)
     if choice == MAIN_TILE:
-        main_tiles_stack(shape, narrow, few, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b,
-                         cs_b, c, offsets_c, rs_c, cs_c, kc, scratch, sums, count)
+        main_tiles_stack(tiles, m, n, k, alpha, beta, a, b, c, kc, work, count)
     elif choice == RESIDENT_TILE:
-        resident_stack(resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b,
-                       c, offsets_c, rs_c, cs_c, scratch, count)
+        resident_stack(tiles.resident, m, n, k, alpha, beta, a, b, c, work.scratch, count)
     elif choice == NARROW_TILE:
-        narrow_tiles_stack(narrow, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b,
-                           c, offsets_c, rs_c, cs_c, kc, scratch, count)
+        narrow_tiles_stack(tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, work.scratch, count)
     else:  # the other routes (row dots, streams) call a linked routine per product anyway
         for t in range(count):
-            unpacked_part(
-                shape, narrow, few, gemv, resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a,
-                b, offsets_b[t], rs_b, cs_b, c, offsets_c[t], rs_c, cs_c, kc, scratch, sums,
-            )
+            unpacked_part(tiles, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, work)
 
 
 @linked
-def main_tiles_stack(
-    shape, narrow, few, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, cs_b,
-    c, offsets_c, rs_c, cs_c, kc, scratch, sums, count,
-):
+def main_tiles_stack(tiles, m, n, k, alpha, beta, a, b, c, kc, work, count):
     """The main tile's loops for each product of a stack, ``main_tiles`` inlined: the edge
     decisions and the tiles' setup, the same for every product, are made once.  Calling
     ``main_tile_loops`` per product instead, a stack of 1000 float32 16x16x16 products took
     175-182 against 128-129 µs (the AVX2 kernel forced on one Zen 4 core), 20x20x20 on AVX-512
     416-420 against 393-395 µs."""
     for t in range(count):
-        main_tiles(shape, narrow, few, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
-                   cs_b, c, offsets_c[t], rs_c, cs_c, kc, sums, scratch)
+        main_tiles(tiles, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, work)
 
 
 @linked
-def narrow_tiles_stack(
-    narrow, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, c, offsets_c, rs_c, cs_c, kc,
-    scratch, count,
-):
+def narrow_tiles_stack(narrow, m, n, k, alpha, beta, a, b, c, kc, scratch, count):
     """The narrow tile's loops for each product of a stack, inlined (as ``main_tiles_stack``)."""
     for t in range(count):
-        unpacked_tiles(narrow, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
-                       c, offsets_c[t], rs_c, cs_c, kc, scratch)
+        unpacked_tiles(narrow, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, scratch)
 
 
 @linked
-def resident_stack(
-    resident, m, n, k, alpha, beta, a, offsets_a, rs_a, cs_a, b, offsets_b, rs_b, c, offsets_c, rs_c, cs_c,
-    scratch, count,
-):
+def resident_stack(resident, m, n, k, alpha, beta, a, b, c, scratch, count):
     """B held in registers for each product of a stack: the compiled loop for the strides is
     chosen once per stack, not once per product (saving ~10 ns of a ~100 ns float32 16x16x16
     product); for the common layout the loop over products holds ``resident_strip(s)``
     inlined."""
-    if cs_c == 1 and cs_a == 1 and n <= tile_cols(resident, a):
+    if c.cs == 1 and a.cs == 1 and n <= tile_cols(resident, a.data):
         for t in range(count):
-            resident_strip(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
-                           c, offsets_c[t], rs_c, 1, scratch)
-    elif cs_c == 1 and cs_a == 1:
+            resident_strip(resident, m, n, k, alpha, beta, unit_columns(matrix_of(a, t)), matrix_of(b, t),
+                           unit_columns(matrix_of(c, t)), scratch)
+    elif c.cs == 1 and a.cs == 1:
         for t in range(count):
-            resident_strips(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, 1, b, offsets_b[t], rs_b,
-                            c, offsets_c[t], rs_c, 1, scratch)
+            resident_strips(resident, m, n, k, alpha, beta, unit_columns(matrix_of(a, t)), matrix_of(b, t),
+                            unit_columns(matrix_of(c, t)), scratch)
     else:
         for t in range(count):
-            resident_tiles(resident, m, n, k, alpha, beta, a, offsets_a[t], rs_a, cs_a, b, offsets_b[t], rs_b,
-                           c, offsets_c[t], rs_c, cs_c, scratch)
+            resident_tiles(resident, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), scratch)
 
 
 # How ``main_edges`` has the rows past the main tile's last full row tile computed.
@@ -284,50 +249,39 @@ def main_edges(shape, narrow, few, m, n, a):
 
 
 @subroutine(inline=True)
-def main_tiles(
-    shape, narrow, few, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, cs_b, c, c_off, rs_c, cs_c, kc,
-    sums, scratch,
-):
+def main_tiles(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     """The main tile's loops and their edges (``main_edges``), the edge tiles' loops inlined.
-    Requires ``cs_b == 1``.
+    Requires ``b.cs == 1``.
 
     Inlined with ``unpacked_tiles`` into the stack loop (``main_tiles_stack``); one product
     calls the loops by name instead (``main_tile_loops``).
     """
-    main_rows, main_cols, rows_way = main_edges(shape, narrow, few, m, n, a)
+    main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
     if main_cols < n:
-        unpacked_tiles(narrow, m, n - main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off + main_cols, rs_b,
-                       c, c_off + main_cols * cs_c, rs_c, cs_c, kc, scratch)
+        unpacked_tiles(tiles.narrow, m, n - main_cols, k, alpha, beta, a, moved(b, 0, main_cols),
+                       moved(c, 0, main_cols), kc, work.scratch)
     if rows_way == ROWS_STREAMED:
-        # cs_b and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
-        stream_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b, b_off,
-                     rs_b, cs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, sums, scratch,
-                     fetches_ahead(few, a, main_cols, k, cs_b))
+        # b.cs and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
+        stream_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
+                     moved(c, main_rows, 0), kc, work, fetches_ahead(tiles.few, a.data, main_cols, k, b.cs))
     elif rows_way == ROWS_IN_FEW:
-        unpacked_tiles(few, m - main_rows, main_cols, k, alpha, beta, a, a_off + main_rows * rs_a, rs_a, cs_a, b,
-                       b_off, rs_b, c, c_off + main_rows * rs_c, rs_c, cs_c, kc, scratch)
-    unpacked_tiles(shape, main_rows, main_cols, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c,
-                   cs_c, kc, scratch)
+        unpacked_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
+                       moved(c, main_rows, 0), kc, work.scratch)
+    unpacked_tiles(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
 @subroutine(inline=True)
-def unpacked_tiles(
-    shape, m, n, k, alpha, beta, a, a_off, rs_a, cs_a, b, b_off, rs_b, c, c_off, rs_c, cs_c, kc, scratch
-):
+def unpacked_tiles(shape, m, n, k, alpha, beta, a, b, c, kc, scratch):
     """PC, JR, IR loops over the tiles of ``shape``, each from the unpacked operands
     (inlined into the stack loop: see ``main_tiles``; by name elsewhere: ``tile_loops``)."""
     mr = tile_rows(shape)
-    nr = tile_cols(shape, a)
+    nr = tile_cols(shape, a.data)
     for pc in range(0, k, kc):  # PC: the same KC blocks as the blocked driver
         depth = min(kc, k - pc)
-        mode = merge_mode(pc, beta)
+        merging = merge(alpha, beta, merge_mode(pc, beta))
         for jr in range(0, n, nr):
             for ir in range(0, m, mr):
                 direct_microkernel(
-                    shape, depth,
-                    a, a_off + ir * rs_a + pc * cs_a, rs_a, cs_a,
-                    b, b_off + pc * rs_b + jr, rs_b,
-                    c, c_off + ir * rs_c + jr * cs_c, rs_c, cs_c,
-                    min(mr, m - ir), min(nr, n - jr),
-                    alpha, beta, mode, scratch,
+                    shape, depth, moved(a, ir, pc), moved(b, pc, jr), moved(c, ir, jr),
+                    min(mr, m - ir), min(nr, n - jr), merging, scratch,
                 )
