@@ -63,8 +63,15 @@ def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
     (``arguments.kernel_tiles``), ``blocks`` its ``Blocks``, ``ws`` its workspace."""
     offsets_a, offsets_b, offsets_c = offsets
     stack_run(
-        kernel_tiles(tiles), stack_product(a, b), stack_operand(a, offsets_a), stack_operand(b, offsets_b),
-        stack_operand(c, offsets_c), offsets_c.shape[0], unpacked, blocks, workspace_of(ws),
+        kernel_tiles(tiles),
+        stack_product(a, b),
+        stack_operand(a, offsets_a),
+        stack_operand(b, offsets_b),
+        stack_operand(c, offsets_c),
+        offsets_c.shape[0],
+        unpacked,
+        blocks,
+        workspace_of(ws),
     )
 
 
@@ -75,13 +82,38 @@ def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
 # A, B and C the routine reads, and of ``True``; and the address of a buffer for the
 # matrices' offsets, three runs of STACK_CALL_PRODUCTS.
 STACK_CONTEXT = (
-    "lane_sums", "kc", "abuf", "bbuf", "scratch", "sums", "max_volume", "min_stream", "few_rows", "column_tiles",
-    "parallel_volume", "product_overhead", "array_type", "true", "offsets",
+    "lane_sums",
+    "kc",
+    "abuf",
+    "bbuf",
+    "scratch",
+    "sums",
+    "max_volume",
+    "min_stream",
+    "few_rows",
+    "column_tiles",
+    "parallel_volume",
+    "product_overhead",
+    "array_type",
+    "true",
+    "offsets",
 )
 (
-    STACK_LANE_SUMS, STACK_KC, STACK_ABUF, STACK_BBUF, STACK_SCRATCH, STACK_SUMS, STACK_MAX_VOLUME,
-    STACK_MIN_STREAM, STACK_FEW_ROWS, STACK_COLUMN_TILES, STACK_PARALLEL_VOLUME, STACK_PRODUCT_OVERHEAD,
-    STACK_ARRAY_TYPE, STACK_TRUE, STACK_OFFSETS,
+    STACK_LANE_SUMS,
+    STACK_KC,
+    STACK_ABUF,
+    STACK_BBUF,
+    STACK_SCRATCH,
+    STACK_SUMS,
+    STACK_MAX_VOLUME,
+    STACK_MIN_STREAM,
+    STACK_FEW_ROWS,
+    STACK_COLUMN_TILES,
+    STACK_PARALLEL_VOLUME,
+    STACK_PRODUCT_OVERHEAD,
+    STACK_ARRAY_TYPE,
+    STACK_TRUE,
+    STACK_OFFSETS,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
 # longer stack is planned (``strategies.compute``), whose Python costs ~3 us more: under 2 %.
@@ -131,7 +163,9 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     size = element_size(like)
     data = (word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA), word_at(c_object + ARRAY_DATA))
     strides = (
-        word_at(a_object + ARRAY_STRIDES), word_at(b_object + ARRAY_STRIDES), word_at(c_object + ARRAY_STRIDES)
+        word_at(a_object + ARRAY_STRIDES),
+        word_at(b_object + ARRAY_STRIDES),
+        word_at(c_object + ARRAY_STRIDES),
     )
     for i in range(3):
         if data[i] % size:
@@ -152,9 +186,18 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     route = small_product_route(
-        narrow, m, n, k, cs_a, rs_b, cs_b, word_at(context + 8 * STACK_MAX_VOLUME),
-        word_at(context + 8 * STACK_MIN_STREAM), word_at(context + 8 * STACK_FEW_ROWS),
-        word_at(context + 8 * STACK_COLUMN_TILES), like,
+        narrow,
+        m,
+        n,
+        k,
+        cs_a,
+        rs_b,
+        cs_b,
+        word_at(context + 8 * STACK_MAX_VOLUME),
+        word_at(context + 8 * STACK_MIN_STREAM),
+        word_at(context + 8 * STACK_FEW_ROWS),
+        word_at(context + 8 * STACK_COLUMN_TILES),
+        like,
     )
     threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
     work = products * (m * n * k + word_at(context + 8 * STACK_PRODUCT_OVERHEAD))
@@ -170,13 +213,27 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         offsets[t] = t * (a_bytes[0] // size)
         offsets[STACK_CALL_PRODUCTS + t] = t * (b_bytes[0] // size)
         offsets[2 * STACK_CALL_PRODUCTS + t] = t * (c_bytes[0] // size)
-    tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident)
+    tiles = Tiles(
+        shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident
+    )
     gemm_unpacked_stack(
-        tiles, m, n, k, one_of(like), zero_of(like), stack(buffer_at(data[0], like), offsets, rs_a, cs_a),
+        tiles,
+        m,
+        n,
+        k,
+        one_of(like),
+        zero_of(like),
+        stack(buffer_at(data[0], like), offsets, rs_a, cs_a),
         stack(buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b),
-        stack(buffer_at(data[2], like), advance(offsets, 2 * STACK_CALL_PRODUCTS), c_bytes[1] // size,
-              c_bytes[2] // size),
-        word_at(context + 8 * STACK_KC), workspace_at(context + 8 * STACK_ABUF, like), products,
+        stack(
+            buffer_at(data[2], like),
+            advance(offsets, 2 * STACK_CALL_PRODUCTS),
+            c_bytes[1] // size,
+            c_bytes[2] // size,
+        ),
+        word_at(context + 8 * STACK_KC),
+        workspace_at(context + 8 * STACK_ABUF, like),
+        products,
     )
     store_word(answer, SMALL_DONE)
 
@@ -207,7 +264,9 @@ def stack_run(tiles, problem, a, b, c, count, unpacked, blocks, work):
         gemm_unpacked_stack(tiles, m, n, k, alpha, beta, a, b, c, blocks.kc, work, count)
         return
     for t in range(count):
-        gemm_serial(tiles.main, problem, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), blocks, work, False)
+        gemm_serial(
+            tiles.main, problem, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), blocks, work, False
+        )
 
 
 @njit(cache=True, nogil=True)  # the GIL released while it computes
@@ -217,8 +276,17 @@ def batch_tasks_entry(tiles, a, b, c, offsets, unpacked, blocks, workers, ws):
     offsets_a, offsets_b, offsets_c = offsets
     reset_counters(address(ws.counter), workers)
     batch_worker(
-        workers, kernel_tiles(tiles), stack_product(a, b), stack_operand(a, offsets_a), stack_operand(b, offsets_b),
-        stack_operand(c, offsets_c), offsets_c.shape[0], unpacked, blocks, workspace_of(ws), address(ws.counter),
+        workers,
+        kernel_tiles(tiles),
+        stack_product(a, b),
+        stack_operand(a, offsets_a),
+        stack_operand(b, offsets_b),
+        stack_operand(c, offsets_c),
+        offsets_c.shape[0],
+        unpacked,
+        blocks,
+        workspace_of(ws),
+        address(ws.counter),
     )
 
 
@@ -243,14 +311,23 @@ def batch_worker(w, workers, tiles, problem, a, b, c, count, unpacked, blocks, w
     while task >= 0:
         first, end = task * count // tasks, (task + 1) * count // tasks
         stack_run(
-            tiles, problem, later_matrices(a, first), later_matrices(b, first), later_matrices(c, first), end - first,
-            unpacked, blocks, mine,
+            tiles,
+            problem,
+            later_matrices(a, first),
+            later_matrices(b, first),
+            later_matrices(c, first),
+            end - first,
+            unpacked,
+            blocks,
+            mine,
         )
         task, turn = claim(counter, tasks, workers, w, turn)
 
 
 @njit(cache=True, nogil=True)  # as batch_tasks_entry
-def batch_each_parallel_entry(tiles, a, b, c, offsets, unpacked, blocks, shared_rows, workers, ws, partial, logs):
+def batch_each_parallel_entry(
+    tiles, a, b, c, offsets, unpacked, blocks, shared_rows, workers, ws, partial, logs
+):
     """The products of a stack one after the other, each on all ``workers`` workers (the
     parallel drivers a lone product takes): for fewer large products than the workers
     could share out evenly.  ``partial``: split-K room for one product; ``logs``: the
@@ -264,11 +341,30 @@ def batch_each_parallel_entry(tiles, a, b, c, offsets, unpacked, blocks, shared_
         x, y, z = matrix_of(stacks[0], t), matrix_of(stacks[1], t), matrix_of(stacks[2], t)
         if unpacked:
             unpacked_parallel_product(
-                kernel, problem, x, y, z, blocks.kc, workers, work, address(partial), partial.shape[0],
+                kernel,
+                problem,
+                x,
+                y,
+                z,
+                blocks.kc,
+                workers,
+                work,
+                address(partial),
+                partial.shape[0],
                 address(ws.counter),
             )
         else:
             gemm_parallel(
-                kernel.main, problem, x, y, z, blocks, shared_rows, workers, work, address(ws.counter),
-                task_logs(logs), False,
+                kernel.main,
+                problem,
+                x,
+                y,
+                z,
+                blocks,
+                shared_rows,
+                workers,
+                work,
+                address(ws.counter),
+                task_logs(logs),
+                False,
             )

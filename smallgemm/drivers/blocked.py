@@ -88,8 +88,15 @@ def short_rows_tile(shape, depth, abuf, a_off, bbuf, b_off, c, rows, cols, mergi
     only for a kernel whose main tile has ``short_rows``; called once per panel of ``depth`` x
     NR multiply-adds."""
     direct_microkernel(
-        short_rows_shape(shape), depth, matrix(abuf, a_off, 1, tile_rows(shape)),
-        matrix(bbuf, b_off, tile_cols(shape, bbuf), 1), c, rows, cols, merging, scratch,
+        short_rows_shape(shape),
+        depth,
+        matrix(abuf, a_off, 1, tile_rows(shape)),
+        matrix(bbuf, b_off, tile_cols(shape, bbuf), 1),
+        c,
+        rows,
+        cols,
+        merging,
+        scratch,
     )
 
 
@@ -105,13 +112,31 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, merging,
             live_rows = min(mr, rows - ir)
             if live_rows <= tile_short_rows(shape) < mr:
                 short_rows_tile(
-                    shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth, moved(c, ir, jr), live_rows,
-                    live_cols, merging, scratch,
+                    shape,
+                    depth,
+                    abuf,
+                    a_off + ir * depth,
+                    bbuf,
+                    b_off + jr * depth,
+                    moved(c, ir, jr),
+                    live_rows,
+                    live_cols,
+                    merging,
+                    scratch,
                 )
                 continue
             microkernel(
-                shape, depth, abuf, a_off + ir * depth, bbuf, b_off + jr * depth, moved(c, ir, jr), live_rows,
-                live_cols, merging, scratch,
+                shape,
+                depth,
+                abuf,
+                a_off + ir * depth,
+                bbuf,
+                b_off + jr * depth,
+                moved(c, ir, jr),
+                live_rows,
+                live_cols,
+                merging,
+                scratch,
             )
 
 
@@ -129,9 +154,22 @@ def panels_in_time(shape, rows, j_start, j_end, depth, abuf, b, panels, group, c
     width = group * nr
     for j0 in range(j_start, j_end, width):
         live_cols = min(width, j_end - j0)
-        pack_b_panels(shape, b.data, b.offset + j0 * b.cs, b.rs, b.cs, depth, live_cols, np.intp(0),
-                      (live_cols + nr - 1) // nr, panels, False)
-        macro_kernel(shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0), moved(c, 0, j0), merging, scratch)
+        pack_b_panels(
+            shape,
+            b.data,
+            b.offset + j0 * b.cs,
+            b.rs,
+            b.cs,
+            depth,
+            live_cols,
+            np.intp(0),
+            (live_cols + nr - 1) // nr,
+            panels,
+            False,
+        )
+        macro_kernel(
+            shape, rows, live_cols, depth, abuf, 0, panels, np.intp(0), moved(c, 0, j0), merging, scratch
+        )
 
 
 class StepTasks(NamedTuple):
@@ -182,7 +220,9 @@ def row_block_task(shape, task, cut, a, bbuf, c, merging, abuf, scratch):
         return
     live_cols = min(panels_per_group * nr, cols - jr0)
     pack_a(shape, a.data, a.offset + ic * a.rs, a.rs, a.cs, live_rows, depth, abuf, np.intp(0))
-    macro_kernel(shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth, moved(c, ic, jr0), merging, scratch)
+    macro_kernel(
+        shape, live_rows, live_cols, depth, abuf, 0, bbuf, jr0 * depth, moved(c, ic, jr0), merging, scratch
+    )
 
 
 @linked
@@ -214,21 +254,48 @@ def gemm_serial(shape, problem, a, b, c, blocks, work, prepacked):
             b_slice = moved(b, pc, jc)
             if one_block:
                 pack_a(shape, a.data, a.offset + pc * a.cs, a.rs, a.cs, m, depth, abuf, np.intp(0))
-                panels_in_time(shape, m, np.intp(0), cols, depth, abuf, b_slice, bbuf, group, moved(c, 0, jc),
-                               merging, scratch)
+                panels_in_time(
+                    shape,
+                    m,
+                    np.intp(0),
+                    cols,
+                    depth,
+                    abuf,
+                    b_slice,
+                    bbuf,
+                    group,
+                    moved(c, 0, jc),
+                    merging,
+                    scratch,
+                )
                 continue
             if prepacked:
                 b_panels = advance(b.data, packed_slice(k, jc, pc, panels * nr))
             else:
                 b_panels = bbuf
-                pack_b_panels(shape, b.data, b_slice.offset, b.rs, b.cs, depth, cols, np.intp(0), panels, bbuf, False)
+                pack_b_panels(
+                    shape, b.data, b_slice.offset, b.rs, b.cs, depth, cols, np.intp(0), panels, bbuf, False
+                )
             for ic in range(0, m, mc):  # IC: MC-row blocks of A and C
                 # The work of a row_block_task, called directly: measured 3-5 %
                 # faster on 1024^3 float32 than going through the task.
                 rows = min(mc, m - ic)
-                pack_a(shape, a.data, a.offset + ic * a.rs + pc * a.cs, a.rs, a.cs, rows, depth, abuf, np.intp(0))
-                macro_kernel(shape, rows, cols, depth, abuf, 0, b_panels, np.intp(0), moved(c, ic, jc), merging,
-                             scratch)
+                pack_a(
+                    shape, a.data, a.offset + ic * a.rs + pc * a.cs, a.rs, a.cs, rows, depth, abuf, np.intp(0)
+                )
+                macro_kernel(
+                    shape,
+                    rows,
+                    cols,
+                    depth,
+                    abuf,
+                    0,
+                    b_panels,
+                    np.intp(0),
+                    moved(c, ic, jc),
+                    merging,
+                    scratch,
+                )
 
 
 @subroutine
@@ -249,8 +316,17 @@ def pack_all(shape, b, rs_b, cs_b, k, n, nc, kc, buf):
         for pc in range(0, k, kc):
             depth = min(kc, k - pc)
             pack_b_panels(
-                shape, b, pc * rs_b + jc * cs_b, rs_b, cs_b, depth, cols, np.intp(0), width // nr,
-                advance(buf, packed_slice(k, jc, pc, width)), False,
+                shape,
+                b,
+                pc * rs_b + jc * cs_b,
+                rs_b,
+                cs_b,
+                depth,
+                cols,
+                np.intp(0),
+                width // nr,
+                advance(buf, packed_slice(k, jc, pc, width)),
+                False,
             )
 
 
@@ -258,8 +334,17 @@ def pack_all(shape, b, rs_b, cs_b, k, n, nc, kc, buf):
 def pack_entry(shape, b, nc, kc, buf):
     """Entry from Python: pack a 2-D array (any strides) for ``gemm_serial(prepacked=True)``."""
     size = b.itemsize
-    pack_all(shape, address(b), b.strides[0] // size, b.strides[1] // size, b.shape[0], b.shape[1], nc, kc,
-             address(buf))
+    pack_all(
+        shape,
+        address(b),
+        b.strides[0] // size,
+        b.strides[1] // size,
+        b.shape[0],
+        b.shape[1],
+        nc,
+        kc,
+        address(buf),
+    )
 
 
 @njit(cache=True)
@@ -275,8 +360,16 @@ def prepacked_entry(shape, alpha, beta, a, packed, n, c, blocks, ws):
     """Entry from Python with B prepacked by ``pack_entry`` (``packed`` holds k x n)."""
     problem = product(a.shape[0], n, a.shape[1], alpha, beta)
     unused = 0  # a prepacked B's strides
-    gemm_serial(shape, problem, operand(a), matrix(address(packed), 0, unused, unused), operand(c), blocks,
-                workspace_of(ws), True)
+    gemm_serial(
+        shape,
+        problem,
+        operand(a),
+        matrix(address(packed), 0, unused, unused),
+        operand(c),
+        blocks,
+        workspace_of(ws),
+        True,
+    )
 
 
 class PackedB(NamedTuple):
@@ -312,8 +405,18 @@ def prepacked_rows_panels(tile, first, last, problem, a, packed, c, scratch):
         cols = min(nc, n - jc)
         width = (cols + nr - 1) // nr * nr
         if together > 1 and panel + together <= min(last, (jc + width) // nr):
-            panel_row_tile(tile, min(together * nr, cols - jr), problem, a, packed, jc, jr, width,
-                           moved(c, 0, jc + jr), scratch)
+            panel_row_tile(
+                tile,
+                min(together * nr, cols - jr),
+                problem,
+                a,
+                packed,
+                jc,
+                jr,
+                width,
+                moved(c, 0, jc + jr),
+                scratch,
+            )
             panel += together
             continue
         for pc in range(0, k, kc):
@@ -322,9 +425,15 @@ def prepacked_rows_panels(tile, first, last, problem, a, packed, c, scratch):
             merging = merge(block_alpha, beta, mode)
             for ir in range(0, m, mr):
                 direct_microkernel(
-                    tile, depth, moved(a, ir, pc),
+                    tile,
+                    depth,
+                    moved(a, ir, pc),
                     matrix(packed.data, packed_slice(k, jc, pc, width) + jr * depth, nr, 1),
-                    moved(c, ir, jc + jr), min(mr, m - ir), min(nr, cols - jr), merging, scratch,
+                    moved(c, ir, jc + jr),
+                    min(mr, m - ir),
+                    min(nr, cols - jr),
+                    merging,
+                    scratch,
                 )
         panel += 1
 
@@ -344,8 +453,9 @@ def panel_row_tile(tile, live, problem, a, packed, jc, jr, width, c, scratch):
         b_off = packed_slice(k, jc, pc, width) + jr * depth
         sums = tile_start(row, a.data, c, one, live, mode, scratch)
         for p in range(depth):
-            sums = tile_rank1_panels(sums, tile, a.data, a.offset + (pc + p) * a.cs, packed.data, b_off + p * nr,
-                                     depth * nr)
+            sums = tile_rank1_panels(
+                sums, tile, a.data, a.offset + (pc + p) * a.cs, packed.data, b_off + p * nr, depth * nr
+            )
         merge_tile(row, sums, c, one, live, merge(block_alpha, beta, mode), scratch)
 
 
@@ -353,8 +463,14 @@ def panel_row_tile(tile, live, problem, a, packed, jc, jr, width, c, scratch):
 def prepacked_rows_entry(tile, alpha, beta, a, packed, n, c, nc, kc, nr, scratch):
     """Entry from Python for ``prepacked_rows_panels`` over all of C."""
     prepacked_rows_panels(
-        tile, np.intp(0), (n + nr - 1) // nr, product(a.shape[0], n, a.shape[1], alpha, beta), operand(a),
-        PackedB(address(packed), nc, kc, nr), operand(c), address(scratch),
+        tile,
+        np.intp(0),
+        (n + nr - 1) // nr,
+        product(a.shape[0], n, a.shape[1], alpha, beta),
+        operand(a),
+        PackedB(address(packed), nc, kc, nr),
+        operand(c),
+        address(scratch),
     )
 
 

@@ -50,8 +50,19 @@ def chain_entry(shape, alpha, beta, a, b, c, offsets_a, offsets_b, offsets_c, co
                     panel[p * width + j] = pb[p * rs_b + (j0 + j) * cs_b]
             for i0 in range(0, m, ROWS):
                 rows = min(ROWS, m - i0)
-                _panel_rows(shape, alpha, beta, Matrix(pa, i0 * rs_a, rs_a, cs_a), panel, sums,
-                            Matrix(pc, i0 * rs_c + j0 * cs_c, rs_c, cs_c), rows, width, k, continue_chain)
+                _panel_rows(
+                    shape,
+                    alpha,
+                    beta,
+                    Matrix(pa, i0 * rs_a, rs_a, cs_a),
+                    panel,
+                    sums,
+                    Matrix(pc, i0 * rs_c + j0 * cs_c, rs_c, cs_c),
+                    rows,
+                    width,
+                    k,
+                    continue_chain,
+                )
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -65,10 +76,10 @@ def _panel_rows(shape, alpha, beta, a, panel, sums, c, rows, width, k, continue_
         for j in range(width):
             sums[r * width + j] = pc[c_off + r * rs_c + j * cs_c] if continue_chain else zero
     for p in range(k):
-        row = panel[p * width:(p + 1) * width]
+        row = panel[p * width : (p + 1) * width]
         for r in range(rows):
             ar = pa[a_off + r * rs_a + p * cs_a]
-            s = sums[r * width:(r + 1) * width]
+            s = sums[r * width : (r + 1) * width]
             for j in range(width):
                 s[j] = multiply_add(shape, ar, row[j], s[j])
     for r in range(rows):

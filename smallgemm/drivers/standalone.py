@@ -114,8 +114,16 @@ def standalone_product(shape, alpha64, beta64, problem, a, b, c, c_apart, blocks
             _copy(c.data, c.rs, c.cs, target.data, target.rs, target.cs, m, n)
     if two_steps:
         sums, at = _region(shape, w, at, m * n)
-        gemm_serial(shape, product(m, n, k, one_of(c.data), zero_of(c.data)), a, b, matrix(sums, 0, n, 1), blocks,
-                    work, False)
+        gemm_serial(
+            shape,
+            product(m, n, k, one_of(c.data), zero_of(c.data)),
+            a,
+            b,
+            matrix(sums, 0, n, 1),
+            blocks,
+            work,
+            False,
+        )
         for i in range(m):
             for j in range(n):
                 at = i * target.rs + j * target.cs
@@ -124,4 +132,3 @@ def standalone_product(shape, alpha64, beta64, problem, a, b, c, c_apart, blocks
         gemm_serial(shape, problem, a, b, target, blocks, work, False)
     if not c_apart:
         _copy(target.data, target.rs, target.cs, c.data, c.rs, c.cs, m, n)
-

@@ -57,8 +57,12 @@ def gemm_parallel(shape, problem, a, b, c, blocks, shared_rows, workers, work, c
     # so all columns are one slice and A is packed once per KC block.  With few
     # panels (a narrow B) the row-block tasks share out better, and each worker
     # reads the rows of A it packed itself (``task_split``).
-    one_block = (not prepacked and m <= max(mc, min(shared_rows, workers * mc)) and workers * nr <= nc
-                 and (n + nr - 1) // nr >= TASKS_PER_WORKER * workers)
+    one_block = (
+        not prepacked
+        and m <= max(mc, min(shared_rows, workers * mc))
+        and workers * nr <= nc
+        and (n + nr - 1) // nr >= TASKS_PER_WORKER * workers
+    )
     slice_cols = n if one_block else nc
     for jc in range(0, n, slice_cols):  # JC
         cols = min(slice_cols, n - jc)
@@ -72,16 +76,40 @@ def gemm_parallel(shape, problem, a, b, c, blocks, shared_rows, workers, work, c
             a_block, c_slice = moved(a, 0, pc), moved(c, 0, jc)
             cut = StepTasks(row_blocks, groups, per_group, m, cols, depth)
             if prepacked:
-                row_tasks_parallel(shape, cut, a_block, advance(b.data, packed_slice(k, jc, pc, panels * nr)),
-                                   c_slice, merging, blocks, workers, work, counter, logs)
+                row_tasks_parallel(
+                    shape,
+                    cut,
+                    a_block,
+                    advance(b.data, packed_slice(k, jc, pc, panels * nr)),
+                    c_slice,
+                    merging,
+                    blocks,
+                    workers,
+                    work,
+                    counter,
+                    logs,
+                )
                 continue
             b_slice = moved(b, pc, jc)
             if one_block:
-                one_row_block(shape, StepTasks(1, (panels + group - 1) // group, group, m, cols, depth), a_block,
-                              b_slice, c_slice, merging, blocks, workers, work, counter, logs)
+                one_row_block(
+                    shape,
+                    StepTasks(1, (panels + group - 1) // group, group, m, cols, depth),
+                    a_block,
+                    b_slice,
+                    c_slice,
+                    merging,
+                    blocks,
+                    workers,
+                    work,
+                    counter,
+                    logs,
+                )
                 continue
             pack_b_parallel(shape, b_slice, depth, cols, panels, groups, workers, work.bbuf, counter, logs)
-            row_tasks_parallel(shape, cut, a_block, work.bbuf, c_slice, merging, blocks, workers, work, counter, logs)
+            row_tasks_parallel(
+                shape, cut, a_block, work.bbuf, c_slice, merging, blocks, workers, work, counter, logs
+            )
 
 
 @subroutine
@@ -101,8 +129,19 @@ def pack_b_worker(w, workers, shape, b, depth, cols, panels, per_task, streaming
     task, turn = claim(counter, pack_tasks, workers, w, 0)
     while task >= 0:
         record(logs.packs, logs.packs_count, task)
-        pack_b_panels(shape, b.data, b.offset, b.rs, b.cs, depth, cols, task * per_task,
-                      min((task + 1) * per_task, panels), bbuf, streaming)
+        pack_b_panels(
+            shape,
+            b.data,
+            b.offset,
+            b.rs,
+            b.cs,
+            depth,
+            cols,
+            task * per_task,
+            min((task + 1) * per_task, panels),
+            bbuf,
+            streaming,
+        )
         task, turn = claim(counter, pack_tasks, workers, w, turn)
 
 
@@ -178,8 +217,18 @@ def panel_group_worker(w, workers, shape, cut, b, c, merging, blocks, work, coun
     while task >= 0:
         record(logs.rows, logs.rows_count, task)
         panels_in_time(
-            shape, cut.rows, task * width, min((task + 1) * width, cut.cols), cut.depth, work.abuf, b, my_bbuf,
-            cut.per_group, c, merging, my_scratch,
+            shape,
+            cut.rows,
+            task * width,
+            min((task + 1) * width, cut.cols),
+            cut.depth,
+            work.abuf,
+            b,
+            my_bbuf,
+            cut.per_group,
+            c,
+            merging,
+            my_scratch,
         )
         task, turn = claim(counter, tasks, workers, w, turn)
 
@@ -190,8 +239,18 @@ def parallel_entry(shape, alpha, beta, a, b, c, blocks, shared_rows, workers, ws
     ``logs``: the tests' two task logs (empty in normal calls)."""
     problem = product(a.shape[0], b.shape[1], a.shape[1], alpha, beta)
     gemm_parallel(
-        shape, problem, operand(a), operand(b), operand(c), blocks, shared_rows, workers, workspace_of(ws),
-        address(ws.counter), task_logs(logs), False,
+        shape,
+        problem,
+        operand(a),
+        operand(b),
+        operand(c),
+        blocks,
+        shared_rows,
+        workers,
+        workspace_of(ws),
+        address(ws.counter),
+        task_logs(logs),
+        False,
     )
 
 
@@ -202,8 +261,18 @@ def prepacked_parallel_entry(shape, alpha, beta, a, packed, n, c, blocks, worker
     none = np.intp(0)  # B's unused strides, no shared rows and no task logs
     counter = address(ws.counter)
     gemm_parallel(
-        shape, problem, operand(a), matrix(address(packed), 0, none, none), operand(c), blocks, none, workers,
-        workspace_of(ws), counter, TaskLogs(counter, none, counter, none), True,
+        shape,
+        problem,
+        operand(a),
+        matrix(address(packed), 0, none, none),
+        operand(c),
+        blocks,
+        none,
+        workers,
+        workspace_of(ws),
+        counter,
+        TaskLogs(counter, none, counter, none),
+        True,
     )
 
 
@@ -219,13 +288,24 @@ def prepacked_rows_parallel(tile, alpha, beta, a, packed, n, c, nc, kc, nr, work
     counter = address(ws.counter)
     reset_counters(counter, workers)
     prepacked_rows_worker(
-        workers, tile, groups, per_group, together, product(m, n, k, alpha, beta), operand(a),
-        PackedB(address(packed), nc, kc, nr), operand(c), address(ws.scratch), counter,
+        workers,
+        tile,
+        groups,
+        per_group,
+        together,
+        product(m, n, k, alpha, beta),
+        operand(a),
+        PackedB(address(packed), nc, kc, nr),
+        operand(c),
+        address(ws.scratch),
+        counter,
     )
 
 
 @on_workers
-def prepacked_rows_worker(w, workers, tile, groups, per_group, together, problem, a, packed, c, scratch, counter):
+def prepacked_rows_worker(
+    w, workers, tile, groups, per_group, together, problem, a, packed, c, scratch, counter
+):
     """One worker of ``prepacked_rows_parallel``: groups of ``per_group`` panels."""
     nr = packed.nr
     mr = max(tile_rows(tile), together)  # rows of NR elements of a worker's scratch
@@ -234,6 +314,13 @@ def prepacked_rows_worker(w, workers, tile, groups, per_group, together, problem
     task, turn = claim(counter, groups, workers, w, 0)
     while task >= 0:
         prepacked_rows_panels(
-            tile, task * per_group, min((task + 1) * per_group, panels), problem, a, packed, c, my_scratch,
+            tile,
+            task * per_group,
+            min((task + 1) * per_group, panels),
+            problem,
+            a,
+            packed,
+            c,
+            my_scratch,
         )
         task, turn = claim(counter, groups, workers, w, turn)

@@ -152,7 +152,9 @@ def unpacked_parallel(tile_of, tiles, problem, a, b, c, kc, workers, work, parti
                 else:
                     c.data[at] = multiply_add(tiles.main, alpha, t, beta * c.data[at])
                 for block in range(1, k_blocks):
-                    c.data[at] = multiply_add(tiles.main, alpha, partial[block * m * n + i * n + j], c.data[at])
+                    c.data[at] = multiply_add(
+                        tiles.main, alpha, partial[block * m * n + i * n + j], c.data[at]
+                    )
 
 
 @on_workers
@@ -163,7 +165,9 @@ def unpacked_worker(w, workers, tile_of, tiles, problem, a, b, c, work, partial,
     m, n, k, alpha, beta = problem
     row_chunk, strips, panels, nr, tasks, kc, split, fetch = cut
     scratch_size = tile_rows(tiles.main) * tile_cols(tiles.main, a.data)  # the largest tile's (workspace.get)
-    mine = Workspace(work.abuf, work.bbuf, advance(work.scratch, w * scratch_size), advance(work.sums, w * STREAM_SIZE))
+    mine = Workspace(
+        work.abuf, work.bbuf, advance(work.scratch, w * scratch_size), advance(work.sums, w * STREAM_SIZE)
+    )
     k_blocks = (k + kc - 1) // kc
     total = tasks * k_blocks if split else tasks
     one, zero = one_of(a.data), zero_of(a.data)
@@ -180,13 +184,27 @@ def unpacked_worker(w, workers, tile_of, tiles, problem, a, b, c, work, partial,
         if split:  # the block's raw sum into its slice of ``partial`` (row stride n, unit column stride)
             p0 = block * kc
             unpacked_task(
-                tile_of, tiles, product(rows, cols, min(kc, k - p0), one, zero), moved(a, i0, p0), moved(b, p0, j0),
-                matrix(partial, block * m * n + i0 * n + j0, n, 1), kc, mine, fetch,
+                tile_of,
+                tiles,
+                product(rows, cols, min(kc, k - p0), one, zero),
+                moved(a, i0, p0),
+                moved(b, p0, j0),
+                matrix(partial, block * m * n + i0 * n + j0, n, 1),
+                kc,
+                mine,
+                fetch,
             )
         else:
             unpacked_task(
-                tile_of, tiles, product(rows, cols, k, alpha, beta), moved(a, i0, 0), moved(b, 0, j0),
-                moved(c, i0, j0), kc, mine, fetch,
+                tile_of,
+                tiles,
+                product(rows, cols, k, alpha, beta),
+                moved(a, i0, 0),
+                moved(b, 0, j0),
+                moved(c, i0, j0),
+                kc,
+                mine,
+                fetch,
             )
         task, turn = claim(counter, total, workers, w, turn)
 
@@ -224,8 +242,19 @@ def dot_rows_worker(w, workers, rule, paired, problem, v, mat, c, kc, sums, coun
     task, turn = claim(counter, tasks, workers, w, 0)
     while task >= 0:
         first, end = even_run(task, tasks, blocks, block_rows, rows)
-        dot_rows_of(rule, paired, end - first, k, alpha, beta, v, moved(mat, first, 0), advanced(c, first), kc,
-                    my_sums)
+        dot_rows_of(
+            rule,
+            paired,
+            end - first,
+            k,
+            alpha,
+            beta,
+            v,
+            moved(mat, first, 0),
+            advanced(c, first),
+            kc,
+            my_sums,
+        )
         task, turn = claim(counter, tasks, workers, w, turn)
 
 
@@ -236,8 +265,17 @@ def unpacked_parallel_entry(tiles, alpha, beta, a, b, c, kc, workers, ws, partia
     split-K room."""
     problem = product(a.shape[0], b.shape[1], a.shape[1], alpha, beta)
     unpacked_parallel_product(
-        kernel_tiles(tiles), problem, operand(a), operand(b), operand(c), kc, workers, workspace_of(ws),
-        address(partial), partial.shape[0], address(ws.counter),
+        kernel_tiles(tiles),
+        problem,
+        operand(a),
+        operand(b),
+        operand(c),
+        kc,
+        workers,
+        workspace_of(ws),
+        address(partial),
+        partial.shape[0],
+        address(ws.counter),
     )
 
 
@@ -250,13 +288,39 @@ def unpacked_parallel_product(tiles, problem, a, b, c, kc, workers, work, partia
     # it cost this entry 10 % more compile time.
     choice = unpacked_form(m, n, a.cs, b.rs, b.cs)
     if choice == TILES:
-        choice = tile_choice(tiles.main, tiles.narrow, tiles.few, tiles.gemv, tiles.resident, m, n, k, kc, a.data)
+        choice = tile_choice(
+            tiles.main, tiles.narrow, tiles.few, tiles.gemv, tiles.resident, m, n, k, kc, a.data
+        )
     if choice == DOTS_OF_A_ROWS:
-        dot_rows_parallel(tiles.gemv, m, k, alpha, beta, first_column(b), a, first_column(c), kc, workers, work.sums,
-                          counter)
+        dot_rows_parallel(
+            tiles.gemv,
+            m,
+            k,
+            alpha,
+            beta,
+            first_column(b),
+            a,
+            first_column(c),
+            kc,
+            workers,
+            work.sums,
+            counter,
+        )
     elif choice == DOTS_OF_B_COLUMNS:
-        dot_rows_parallel(tiles.gemv, n, k, alpha, beta, first_row(a), transposed(b), first_row(c), kc, workers,
-                          work.sums, counter)
+        dot_rows_parallel(
+            tiles.gemv,
+            n,
+            k,
+            alpha,
+            beta,
+            first_row(a),
+            transposed(b),
+            first_row(c),
+            kc,
+            workers,
+            work.sums,
+            counter,
+        )
     else:
         if choice == TRANSPOSING_STREAM:  # the few-rows tile's stream, strips shared out
             choice = FEW_TILE

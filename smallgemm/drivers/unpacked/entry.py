@@ -111,11 +111,32 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_strea
 # addresses of the workspace's buffers (``Workspace``'s fields); the small-product limits;
 # and the address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
 CALL_CONTEXT = (
-    "decide", "lane_sums", "kc", "abuf", "bbuf", "scratch", "sums", "max_volume", "min_stream", "few_rows",
-    "column_tiles", "array_type",
+    "decide",
+    "lane_sums",
+    "kc",
+    "abuf",
+    "bbuf",
+    "scratch",
+    "sums",
+    "max_volume",
+    "min_stream",
+    "few_rows",
+    "column_tiles",
+    "array_type",
 )
 (
-    DECIDE, LANE_SUMS, KC, ABUF, BBUF, SCRATCH, SUMS, MAX_VOLUME, MIN_STREAM, FEW_ROWS, COLUMN_TILES, ARRAY_TYPE
+    DECIDE,
+    LANE_SUMS,
+    KC,
+    ABUF,
+    BBUF,
+    SCRATCH,
+    SUMS,
+    MAX_VOLUME,
+    MIN_STREAM,
+    FEW_ROWS,
+    COLUMN_TILES,
+    ARRAY_TYPE,
 ) = range(len(CALL_CONTEXT))
 # What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python floats).
 CALL_ARGUMENTS = 5
@@ -180,18 +201,35 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             store_word(answer, SMALL_REFUSED)
             return
         route = small_product_route(
-            narrow, m, n, k, cs_a, rs_b, cs_b,
-            word_at(context + 8 * MAX_VOLUME), word_at(context + 8 * MIN_STREAM), word_at(context + 8 * FEW_ROWS),
-            word_at(context + 8 * COLUMN_TILES), like,
+            narrow,
+            m,
+            n,
+            k,
+            cs_a,
+            rs_b,
+            cs_b,
+            word_at(context + 8 * MAX_VOLUME),
+            word_at(context + 8 * MIN_STREAM),
+            word_at(context + 8 * FEW_ROWS),
+            word_at(context + 8 * COLUMN_TILES),
+            like,
         )
         if route == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)
     gemm_unpacked(
-        tiles, m, n, k, alpha, beta, matrix(buffer_at(a_data, like), 0, rs_a, cs_a),
-        matrix(buffer_at(b_data, like), 0, rs_b, cs_b), matrix(buffer_at(c_data, like), 0, rs_c, cs_c),
-        word_at(context + 8 * KC), workspace_at(context + 8 * ABUF, like),
+        tiles,
+        m,
+        n,
+        k,
+        alpha,
+        beta,
+        matrix(buffer_at(a_data, like), 0, rs_a, cs_a),
+        matrix(buffer_at(b_data, like), 0, rs_b, cs_b),
+        matrix(buffer_at(c_data, like), 0, rs_c, cs_c),
+        word_at(context + 8 * KC),
+        workspace_at(context + 8 * ABUF, like),
     )
     store_word(answer, SMALL_DONE)
 
@@ -201,8 +239,10 @@ def workspace_at(fields, like):
     """The ``Workspace`` whose four buffers' addresses are the words at ``fields``, pointers of
     ``like``'s dtype."""
     return Workspace(
-        buffer_at(word_at(fields), like), buffer_at(word_at(fields + 8), like),
-        buffer_at(word_at(fields + 16), like), buffer_at(word_at(fields + 24), like),
+        buffer_at(word_at(fields), like),
+        buffer_at(word_at(fields + 8), like),
+        buffer_at(word_at(fields + 16), like),
+        buffer_at(word_at(fields + 24), like),
     )
 
 
@@ -214,4 +254,6 @@ def unpacked_entry(shape, narrow, few, gemv, resident, like):
     """The address of ``unpacked_call`` for these tiles and ``like``'s dtype, linked first:
     the prepared state makes builtins of it (``simd.fastcall``)."""
     unset = np.intp(0)
-    return unpacked_call_address(shape, narrow, few, gemv, resident, address(like), unset, unset, unset, unset)
+    return unpacked_call_address(
+        shape, narrow, few, gemv, resident, address(like), unset, unset, unset, unset
+    )

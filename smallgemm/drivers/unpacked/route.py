@@ -27,8 +27,14 @@ MAIN_TILE, NARROW_TILE, FEW_TILE, GEMV_TILE, RESIDENT_TILE, NARROW_STREAM = 0, 1
 # B a strip at a time.
 DOTS_OF_A_ROWS, DOTS_OF_B_COLUMNS, TRANSPOSING_STREAM = 6, 7, 8
 TILES = -1  # unpacked_form: one of the tiles
-TILE_NAMES = ("main", "narrow", "few-rows", "GEMV: rows in register strips, or one row", "resident B",
-              "narrow, all rows in one stream")
+TILE_NAMES = (
+    "main",
+    "narrow",
+    "few-rows",
+    "GEMV: rows in register strips, or one row",
+    "resident B",
+    "narrow, all rows in one stream",
+)
 
 
 @subroutine
@@ -66,9 +72,13 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
         return NARROW_TILE
     if m == 1:
         return GEMV_TILE
-    if m <= tile_chosen_up_to(few) and n > tile_cols(shape, a) and (
-        n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
-        or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
+    if (
+        m <= tile_chosen_up_to(few)
+        and n > tile_cols(shape, a)
+        and (
+            n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
+            or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
+        )
     ):
         if strips_in_registers(gemv, m, n, k, a):
             return GEMV_TILE

@@ -77,7 +77,9 @@ def strips_in_registers(rule, m, n, k, b):
     stream requests B ahead (``row_fetch.min_bytes``: B read from memory, where the strips'
     rows a stride apart wait on it)."""
     from_memory = row_fetch_min_bytes(rule)
-    return m <= tile_strips(rule) and (from_memory == 0 or n * k * (64 // line_elements(rule, b)) < from_memory)
+    return m <= tile_strips(rule) and (
+        from_memory == 0 or n * k * (64 // line_elements(rule, b)) < from_memory
+    )
 
 
 @linked
@@ -163,7 +165,9 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, b, c, kc, row):
                     axpy_vector(rule, x_p, w, start + j, sums, j)
                 for j in range(whole, width):
                     sums[j] = multiply_add(rule, x_p, w[start + j], sums[j])
-            merge_sums(rule, sums, width, advanced(first_row(c), j0), merge(alpha, beta, merge_mode(pc, beta)))
+            merge_sums(
+                rule, sums, width, advanced(first_row(c), j0), merge(alpha, beta, merge_mode(pc, beta))
+            )
         j0 += width
 
 
@@ -195,10 +199,17 @@ def row_strips(rule, m, n, k, alpha, beta, a, b, c, kc, sums):
             j = merged = 0
             while j < n:
                 columns = n - j if n - j <= strip + lanes else strip
-                strip_sums(rule, rows, moved(a, i, pc), moved(b, pc, j), depth, matrix(sums, 0, ld, 1), columns)
+                strip_sums(
+                    rule, rows, moved(a, i, pc), moved(b, pc, j), depth, matrix(sums, 0, ld, 1), columns
+                )
                 for r in range(rows):
-                    merge_sums(rule, advance(sums, r * ld + merged - j), j + columns - merged,
-                               first_row(moved(c, i + r, merged)), merging)
+                    merge_sums(
+                        rule,
+                        advance(sums, r * ld + merged - j),
+                        j + columns - merged,
+                        first_row(moved(c, i + r, merged)),
+                        merging,
+                    )
                 j = merged = j + columns
                 if j < n:
                     j -= (j - lead) % lanes
@@ -261,8 +272,20 @@ def dot_rows_of(rule, paired, rows, k, alpha, beta, v, mat, c, kc, sums):
         done = rows - rows % (2 * lanes)
         dot_row_pairs(rule, done, k, alpha, beta, v, mat, c, kc, sums)
     if done < rows:
-        dot_row_blocks(rule, dot_zero(rule, mat.data), lanes, rows - done, k, alpha, beta, v, moved(mat, done, 0),
-                       advanced(c, done), kc, sums)
+        dot_row_blocks(
+            rule,
+            dot_zero(rule, mat.data),
+            lanes,
+            rows - done,
+            k,
+            alpha,
+            beta,
+            v,
+            moved(mat, done, 0),
+            advanced(c, done),
+            kc,
+            sums,
+        )
 
 
 def _kernel_takes_pairs(rule, *rest) -> bool:
@@ -305,7 +328,9 @@ def dot_row_blocks(rule, zero, block_rows, rows, k, alpha, beta, v, mat, c, kc, 
                 block = dot_steps(block, x, x_off + p * x_stride, x_stride, w, start + p, ldm, live)
             if whole < depth:
                 p = pc + whole
-                block = dot_tail(block, x, x_off + p * x_stride, x_stride, w, start + p, ldm, live, depth - whole)
+                block = dot_tail(
+                    block, x, x_off + p * x_stride, x_stride, w, start + p, ldm, live, depth - whole
+                )
             tile_store(block, sums)
             merge_sums(rule, sums, live, advanced(c, r0), merge(alpha, beta, merge_mode(pc, beta)))
 

@@ -182,7 +182,9 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                         next_at = b_strip.offset + nr * b.cs  # the next strip
                         source = b_strip
                         if b.cs != 1:
-                            pack_b_panel(tile, b.data, b_strip.offset, b.rs, b.cs, steps, cols, panel, np.intp(0))
+                            pack_b_panel(
+                                tile, b.data, b_strip.offset, b.rs, b.cs, steps, cols, panel, np.intp(0)
+                            )
                             source = matrix(panel, 0, nr, 1)
                         for ir in range(0, height, mr):
                             rows = min(mr, height - ir)
@@ -190,23 +192,59 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                             held = advance(sums, (sharer * strips + jr // nr) * tile_size)
                             tile_sum = tile_zero(tile, a.data) if p0 == 0 else tile_load(tile, held)
                             a_tile = moved(a_block, ir, 0)
-                            if keep_strip and ir == 0:  # read B, keep its rows in the panel for the next tiles
-                                tile_sum = direct_steps(tile, tile_sum, steps, a_tile, rows, b_strip, cols, panel)
+                            if (
+                                keep_strip and ir == 0
+                            ):  # read B, keep its rows in the panel for the next tiles
+                                tile_sum = direct_steps(
+                                    tile, tile_sum, steps, a_tile, rows, b_strip, cols, panel
+                                )
                                 source = matrix(panel, 0, nr, 1)
                             elif keep_strip and jr + nr < width:  # and request the next strip
-                                tile_sum = panel_steps_fetching(tile, tile_sum, steps, a_tile, rows, panel, b.data,
-                                                                next_at, b.rs, sharer - 1, tiles - 1)
-                            elif b.cs == 1 and tiles == 1 and cols == nr and ahead > 0 and jr + ahead * nr < width:
-                                tile_sum = direct_steps_fetching(tile, tile_sum, steps, a_tile, rows, b_strip,
-                                                                 b_strip.offset + ahead * nr)
+                                tile_sum = panel_steps_fetching(
+                                    tile,
+                                    tile_sum,
+                                    steps,
+                                    a_tile,
+                                    rows,
+                                    panel,
+                                    b.data,
+                                    next_at,
+                                    b.rs,
+                                    sharer - 1,
+                                    tiles - 1,
+                                )
+                            elif (
+                                b.cs == 1
+                                and tiles == 1
+                                and cols == nr
+                                and ahead > 0
+                                and jr + ahead * nr < width
+                            ):
+                                tile_sum = direct_steps_fetching(
+                                    tile, tile_sum, steps, a_tile, rows, b_strip, b_strip.offset + ahead * nr
+                                )
                             elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
                                 tile_sum = panel_steps_fetching_rows(
-                                    tile, tile_sum, steps, a_tile, rows, panel, b.data, next_at, b.cs,
-                                    sharer * nr // tiles, (sharer + 1) * nr // tiles, max(1, steps * tiles // nr),
+                                    tile,
+                                    tile_sum,
+                                    steps,
+                                    a_tile,
+                                    rows,
+                                    panel,
+                                    b.data,
+                                    next_at,
+                                    b.cs,
+                                    sharer * nr // tiles,
+                                    (sharer + 1) * nr // tiles,
+                                    max(1, steps * tiles // nr),
                                 )
                             else:
-                                tile_sum = direct_steps(tile, tile_sum, steps, a_tile, rows, source, cols, None)
+                                tile_sum = direct_steps(
+                                    tile, tile_sum, steps, a_tile, rows, source, cols, None
+                                )
                             if last:
-                                merge_tile(tile, tile_sum, moved(c, i0 + ir, j0 + jr), rows, cols, merging, scratch)
+                                merge_tile(
+                                    tile, tile_sum, moved(c, i0 + ir, j0 + jr), rows, cols, merging, scratch
+                                )
                             else:
                                 tile_store(tile_sum, held)

@@ -65,7 +65,9 @@ def resident_strip(resident, m, n, k, alpha, beta, a, b, c, scratch):
     held = resident_b(resident, b.data, b.offset, b.rs, k, n)
     for i in range(0, m, mr):
         rows = min(mr, m - i)
-        tile = resident_product(tile_zero(resident, a.data), held, a.data, a.offset + i * a.rs, a.rs, a.cs, rows, k)
+        tile = resident_product(
+            tile_zero(resident, a.data), held, a.data, a.offset + i * a.rs, a.rs, a.cs, rows, k
+        )
         merge_tile(resident, tile, moved(c, i, 0), rows, n, merging, scratch)
 
 
@@ -78,7 +80,9 @@ def resident_strips(resident, m, n, k, alpha, beta, a, b, c, scratch):
     """
     nr = tile_cols(resident, a.data)
     for j in range(0, n, nr):
-        resident_strip(resident, m, min(nr, n - j), k, alpha, beta, a, moved(b, 0, j), moved(c, 0, j), scratch)
+        resident_strip(
+            resident, m, min(nr, n - j), k, alpha, beta, a, moved(b, 0, j), moved(c, 0, j), scratch
+        )
 
 
 @subroutine
@@ -103,7 +107,9 @@ def gemm_unpacked(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     elif choice == DOTS_OF_B_COLUMNS:
         dot_rows(tiles.gemv, n, k, alpha, beta, first_row(a), transposed(b), first_row(c), kc, work.sums)
     elif choice == TRANSPOSING_STREAM:
-        stream_tiles(tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs))
+        stream_tiles(
+            tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs)
+        )
     elif choice == RESIDENT_TILE:
         resident_tiles(tiles.resident, m, n, k, alpha, beta, a, b, c, work.scratch)
     elif choice == NARROW_TILE:
@@ -111,10 +117,23 @@ def gemm_unpacked(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     elif choice == FEW_TILE:
         # b.cs (== 1) and fetch (False) as run-time values, as in the call above: one compiled
         # stream_tiles for both (literals would compile another).
-        stream_tiles(tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs))
+        stream_tiles(
+            tiles.few, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs)
+        )
     elif choice == NARROW_STREAM:
         narrow_stream_tiles(
-            tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, work, fetches_ahead(tiles.few, a.data, n, k, b.cs)
+            tiles.narrow,
+            m,
+            n,
+            k,
+            alpha,
+            beta,
+            a,
+            b,
+            c,
+            kc,
+            work,
+            fetches_ahead(tiles.few, a.data, n, k, b.cs),
         )
     elif choice == GEMV_TILE:
         gemv_rows(tiles.gemv, m, n, k, alpha, beta, a, b, c, kc, work.sums)
@@ -134,14 +153,48 @@ def main_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     compiles only the tiles it runs."""
     main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
     if main_cols < n:
-        tile_loops(tiles.narrow, m, n - main_cols, k, alpha, beta, a, moved(b, 0, main_cols), moved(c, 0, main_cols),
-                   kc, work.scratch)
+        tile_loops(
+            tiles.narrow,
+            m,
+            n - main_cols,
+            k,
+            alpha,
+            beta,
+            a,
+            moved(b, 0, main_cols),
+            moved(c, 0, main_cols),
+            kc,
+            work.scratch,
+        )
     if rows_way == ROWS_STREAMED:
-        stream_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
-                     moved(c, main_rows, 0), kc, work, fetches_ahead(tiles.few, a.data, main_cols, k, b.cs))
+        stream_tiles(
+            tiles.few,
+            m - main_rows,
+            main_cols,
+            k,
+            alpha,
+            beta,
+            moved(a, main_rows, 0),
+            b,
+            moved(c, main_rows, 0),
+            kc,
+            work,
+            fetches_ahead(tiles.few, a.data, main_cols, k, b.cs),
+        )
     elif rows_way == ROWS_IN_FEW:
-        tile_loops(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
-                   moved(c, main_rows, 0), kc, work.scratch)
+        tile_loops(
+            tiles.few,
+            m - main_rows,
+            main_cols,
+            k,
+            alpha,
+            beta,
+            moved(a, main_rows, 0),
+            b,
+            moved(c, main_rows, 0),
+            kc,
+            work.scratch,
+        )
     tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
@@ -171,7 +224,9 @@ def gemm_unpacked_stack(tiles, m, n, k, alpha, beta, a, b, c, kc, work, count):
         narrow_tiles_stack(tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, work.scratch, count)
     else:  # the other routes (row dots, streams) call a linked routine per product anyway
         for t in range(count):
-            unpacked_part(tiles, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, work)
+            unpacked_part(
+                tiles, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, work
+            )
 
 
 @linked
@@ -189,7 +244,9 @@ def main_tiles_stack(tiles, m, n, k, alpha, beta, a, b, c, kc, work, count):
 def narrow_tiles_stack(narrow, m, n, k, alpha, beta, a, b, c, kc, scratch, count):
     """The narrow tile's loops for each product of a stack, inlined (as ``main_tiles_stack``)."""
     for t in range(count):
-        unpacked_tiles(narrow, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, scratch)
+        unpacked_tiles(
+            narrow, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), kc, scratch
+        )
 
 
 @linked
@@ -200,15 +257,37 @@ def resident_stack(resident, m, n, k, alpha, beta, a, b, c, scratch, count):
     inlined."""
     if c.cs == 1 and a.cs == 1 and n <= tile_cols(resident, a.data):
         for t in range(count):
-            resident_strip(resident, m, n, k, alpha, beta, unit_columns(matrix_of(a, t)), matrix_of(b, t),
-                           unit_columns(matrix_of(c, t)), scratch)
+            resident_strip(
+                resident,
+                m,
+                n,
+                k,
+                alpha,
+                beta,
+                unit_columns(matrix_of(a, t)),
+                matrix_of(b, t),
+                unit_columns(matrix_of(c, t)),
+                scratch,
+            )
     elif c.cs == 1 and a.cs == 1:
         for t in range(count):
-            resident_strips(resident, m, n, k, alpha, beta, unit_columns(matrix_of(a, t)), matrix_of(b, t),
-                            unit_columns(matrix_of(c, t)), scratch)
+            resident_strips(
+                resident,
+                m,
+                n,
+                k,
+                alpha,
+                beta,
+                unit_columns(matrix_of(a, t)),
+                matrix_of(b, t),
+                unit_columns(matrix_of(c, t)),
+                scratch,
+            )
     else:
         for t in range(count):
-            resident_tiles(resident, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), scratch)
+            resident_tiles(
+                resident, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), scratch
+            )
 
 
 # How ``main_edges`` has the rows past the main tile's last full row tile computed.
@@ -258,15 +337,49 @@ def main_tiles(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     """
     main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
     if main_cols < n:
-        unpacked_tiles(tiles.narrow, m, n - main_cols, k, alpha, beta, a, moved(b, 0, main_cols),
-                       moved(c, 0, main_cols), kc, work.scratch)
+        unpacked_tiles(
+            tiles.narrow,
+            m,
+            n - main_cols,
+            k,
+            alpha,
+            beta,
+            a,
+            moved(b, 0, main_cols),
+            moved(c, 0, main_cols),
+            kc,
+            work.scratch,
+        )
     if rows_way == ROWS_STREAMED:
         # b.cs and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
-        stream_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
-                     moved(c, main_rows, 0), kc, work, fetches_ahead(tiles.few, a.data, main_cols, k, b.cs))
+        stream_tiles(
+            tiles.few,
+            m - main_rows,
+            main_cols,
+            k,
+            alpha,
+            beta,
+            moved(a, main_rows, 0),
+            b,
+            moved(c, main_rows, 0),
+            kc,
+            work,
+            fetches_ahead(tiles.few, a.data, main_cols, k, b.cs),
+        )
     elif rows_way == ROWS_IN_FEW:
-        unpacked_tiles(tiles.few, m - main_rows, main_cols, k, alpha, beta, moved(a, main_rows, 0), b,
-                       moved(c, main_rows, 0), kc, work.scratch)
+        unpacked_tiles(
+            tiles.few,
+            m - main_rows,
+            main_cols,
+            k,
+            alpha,
+            beta,
+            moved(a, main_rows, 0),
+            b,
+            moved(c, main_rows, 0),
+            kc,
+            work.scratch,
+        )
     unpacked_tiles(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
@@ -282,6 +395,13 @@ def unpacked_tiles(shape, m, n, k, alpha, beta, a, b, c, kc, scratch):
         for jr in range(0, n, nr):
             for ir in range(0, m, mr):
                 direct_microkernel(
-                    shape, depth, moved(a, ir, pc), moved(b, pc, jr), moved(c, ir, jr),
-                    min(mr, m - ir), min(nr, n - jr), merging, scratch,
+                    shape,
+                    depth,
+                    moved(a, ir, pc),
+                    moved(b, pc, jr),
+                    moved(c, ir, jr),
+                    min(mr, m - ir),
+                    min(nr, n - jr),
+                    merging,
+                    scratch,
                 )
