@@ -479,8 +479,7 @@ def test_the_narrow_tile_streams_rows_it_pads_little_with_the_chain_bits(kernel,
                 kernel.shape, narrow, kernel.few, kernel.gemv, kernel.resident, k, 2 * group, wide, w
             )
             expected = unpacked.FEW_TILE if m <= kernel.few.up_to else unpacked.MAIN_TILE
-            if streams:
-                expected = unpacked.NARROW_STREAM
+            expected = unpacked.NARROW_STREAM if streams else expected
             if m <= kernel.gemv.strips:  # rows held in register strips (B from the caches)
                 expected = unpacked.GEMV_TILE
             assert route == expected, m

@@ -26,6 +26,7 @@ LAYERS = {
     "__main__": 6,
 }
 MAX_LINES = 500
+MAX_PARAMETERS = 12  # what belongs together travels as a record (simd.records)
 
 
 def _modules():
@@ -83,9 +84,28 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
 
 
 def test_no_module_is_over_the_line_limit():
-    long = [
-        f"{module}: {n}"
-        for path, module in _modules()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
-    ]
+    """The package's modules and the tests'."""
+    paths = [path for path, _ in _modules()] + sorted(pathlib.Path(__file__).parent.glob("*.py"))
+    long = [f"{path.name}: {n}" for path in paths if (n := len(path.read_text().splitlines())) > MAX_LINES]
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def _parameters(function: ast.FunctionDef) -> int:
+    arguments = function.args
+    return len(arguments.posonlyargs) + len(arguments.args) + len(arguments.kwonlyargs)
+
+
+def test_no_function_takes_more_than_twelve_parameters():
+    long = [
+        f"{module}.{node.name}: {count}"
+        for path, module in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and (count := _parameters(node)) > MAX_PARAMETERS
+    ]
+    assert not long, f"functions over {MAX_PARAMETERS} parameters: {long}"
+
+
+def test_the_parameter_count_sees_every_kind_of_parameter():
+    """The check itself: positional-only, ordinary and keyword-only parameters all count."""
+    function = ast.parse("def f(a, /, b, *c, d, **e): pass").body[0]
+    assert _parameters(function) == 3
