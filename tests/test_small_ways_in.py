@@ -5,7 +5,7 @@ with the bits of the general way, and every other product left to it."""
 import numpy as np
 import pytest
 from conftest import configured, random_matrix
-from reference import assert_close
+from reference import assert_close, chain_reference
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
@@ -131,6 +131,36 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     _check_outs(
         lambda left, right, out: runners.run_small(left, right, out, dtype), a, b, smallgemm.matmul(a, b)
     )
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(16, 16, 40), (1, 50, 30), (4, 300, 60), (30, 100, 20), (33, 70, 64), (17, 40, 9)]
+)
+def test_a_small_continued_chain_is_computed_on_the_small_way_in(kernel, dtype, m, n, k):
+    """gemm's accumulation (alpha == beta == 1, c overwritten, as ``smallgemm.nn`` sums a
+    gradient) on the tile loops, which start each chain from C: the bits of the chain from C,
+    for a C in any layout and A transposed; a B without contiguous rows is left to the planner."""
+    rng = np.random.default_rng(m * n)
+    a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    smallgemm.matmul(a, b)  # a small product: the unpacked entry is ready from here on
+    for name, left, c in (
+        ("C order", a, random_matrix(rng, (m, n), dtype)),
+        ("F order, A transposed", np.asfortranarray(a), np.asfortranarray(random_matrix(rng, (m, n), dtype))),
+        ("every other column", a, random_matrix(rng, (m, 2 * n), dtype)[:, ::2]),
+    ):
+        expected = chain_reference(1.0, left, b, 1.0, c)
+        assert runners.run_small_scaled(1.0, left, b, 1.0, c, dtype) == SMALL_DONE, name
+        np.testing.assert_array_equal(c, expected, err_msg=name)
+        assert smallgemm.gemm(1.0, left, b, beta=1.0, c=c, overwrite_c=True) is c
+        np.testing.assert_array_equal(c, chain_reference(1.0, left, b, 1.0, expected), err_msg=name)
+    if n > 1:
+        transposed_b = np.asfortranarray(b)
+        c = random_matrix(rng, (m, n), dtype)
+        before = c.copy()
+        assert runners.run_small_scaled(1.0, a, transposed_b, 1.0, c, dtype) == SMALL_PLANNED
+        np.testing.assert_array_equal(c, before)
+        smallgemm.gemm(1.0, a, transposed_b, beta=1.0, c=c, overwrite_c=True)
+        np.testing.assert_array_equal(c, chain_reference(1.0, a, b, 1.0, before))
 
 
 def _check_outs(small_way, a, b, expected):

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 from conftest import forced_kernel
+from reference import chain_reference
 
 import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
@@ -141,30 +142,45 @@ def test_explain_names_the_prepacked_rows(m):
 
 
 def test_every_row_of_every_table_is_reached():
-    reached = {c[1] for c in CASES} | {"prepacked", "prepacked few rows", "continued chain"}
+    chains = {row for *_, row in CHAINS}
+    reached = {c[1] for c in CASES} | {"prepacked", "prepacked few rows"} | chains
     stacks = {c[5] for c in CASES if c[5]} | {"lone product"}
     assert reached == {s.name for s in strategies.PRODUCT + strategies.PREPACKED}
     assert stacks == {s.name for s in strategies.STACK}
 
 
-def test_gemm_with_alpha_and_beta_one_takes_the_continued_chain_row(monkeypatch):
-    """gemm(1, a, b, beta=1, c) continues each chain from c: the row whose tiles read C,
-    for few rows and for W @ x too, whose own rows would start from zero."""
+# gemm's continued chains (alpha == beta == 1): (m, n, k, B's order, expected row).
+CHAINS = [
+    (4, 700, 300, "C", "continued chain, direct tiles"),
+    (300, 1, 200, "C", "continued chain, direct tiles"),
+    (64, 64, 64, "C", "continued chain, direct tiles"),
+    (150, 120, 100, "C", "continued chain"),
+    (40, 64, 64, "F", "continued chain"),
+]
+
+
+def test_gemm_with_alpha_and_beta_one_takes_a_continued_chain_row(monkeypatch):
+    """A continued chain takes a row whose tiles start each chain from C: the direct tiles up
+    to ``unpacked_max_volume`` with B's rows contiguous (few rows and W @ x too, whose own rows
+    would start from zero), the blocked loops past it or for a B without contiguous rows;
+    each with the chain's bits.  With beta 0.5, neither row."""
     rng = np.random.default_rng(3)
     chosen = []
     real = strategies.choose
     monkeypatch.setattr(
         strategies, "choose", lambda table, p: chosen.append(real(table, p).name) or real(table, p)
     )
-    for m, n, k in ((4, 700, 300), (300, 1, 200), (64, 64, 64)):
-        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    for m, n, k, order, row in CHAINS:
+        a, b = rng.standard_normal((m, k)), np.asarray(rng.standard_normal((k, n)), order=order)
         c = rng.standard_normal((m, n))
+        expected = chain_reference(1.0, a, b, 1.0, c)
         del chosen[:]
-        smallgemm.gemm(1.0, a, b, beta=1.0, c=c, overwrite_c=True)
-        assert chosen == ["continued chain"], (m, n, k, chosen)
+        strategies.compute(1.0, a, b, 1.0, c)
+        assert chosen == [row], (m, n, k, order, chosen)
+        np.testing.assert_array_equal(c, expected)
         del chosen[:]
         smallgemm.gemm(1.0, a, b, beta=0.5, c=c)
-        assert "continued chain" not in chosen
+        assert not any(name.startswith("continued chain") for name in chosen)
 
 
 def test_products_take_the_row_explain_names(monkeypatch):

@@ -71,22 +71,6 @@ def _operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x
 
 
-def _chain_goes_on_in_place(op_a: np.ndarray, op_b: np.ndarray, c: np.ndarray) -> bool:
-    """Whether gemm's continued chain (alpha == beta == 1, into a ``c`` of the operands' dtype)
-    may go to the table at once: shapes that match, whole-element strides, and a ``c`` that
-    shares no memory with A or B.  The compiled small way in has no such row (its tiles do not
-    start a chain from C), so this gate spares the general path's Python (~5 us)."""
-    return (
-        op_a.shape[1] == op_b.shape[0]
-        and c.shape == (op_a.shape[0], op_b.shape[1])
-        and _strides_ok(op_a)
-        and _strides_ok(op_b)
-        and _strides_ok(c)
-        and not np.may_share_memory(c, op_a)
-        and not np.may_share_memory(c, op_b)
-    )
-
-
 def _checked_c(c, shape: tuple[int, int], product: str) -> np.ndarray:
     """``c`` as an array, TypeError unless float32/float64, ValueError unless of ``shape``."""
     c_in = c if isinstance(c, np.ndarray) else np.asarray(c)
@@ -143,11 +127,7 @@ def gemm(
             elif (
                 overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable
             ):
-                if not (alpha == 1 and beta == 1):
-                    out = c
-                elif _chain_goes_on_in_place(op_a, op_b, c):  # a continued chain: the table's own row
-                    strategies.compute(1.0, op_a, op_b, 1.0, c)
-                    return c
+                out = c
             if out is not None:
                 route = run_small_scaled(alpha, op_a, op_b, beta, out, dtype)
                 if route == SMALL_DONE:

@@ -58,6 +58,14 @@ def merge_mode(pc, beta):
 
 
 @subroutine
+def continued(alpha, beta, like):
+    """Whether C = alpha*A.B + beta*C is a continued chain (alpha == beta == 1, gemm's way to
+    accumulate): each element's FMA chain goes on from C's value (``like``: a pointer of the dtype)."""
+    one = one_of(like)
+    return alpha == one and beta == one
+
+
+@subroutine
 def block_merge(pc, depth, k, alpha, beta, c):
     """(mode, alpha) of the blocked drivers' KC block [pc, pc + depth) of k: each element's
     FMA chain goes on from C across the blocks (CONTINUE), C holding the raw chain between
@@ -65,14 +73,13 @@ def block_merge(pc, depth, k, alpha, beta, c):
     goes on from C's own value from the first block (gemm's continued chain).  Any other
     beta != 0 takes one block here: the plan computes a longer product into a buffer
     first.  ``c``: a pointer of the dtype."""
-    one = one_of(c)
-    if pc > 0 or (alpha == one and beta == one):
+    if pc > 0 or continued(alpha, beta, c):
         mode = CONTINUE
     elif beta == 0:
         mode = OVERWRITE
     else:
         mode = SCALE
-    return mode, alpha if pc + depth >= k else one
+    return mode, alpha if pc + depth >= k else one_of(c)
 
 
 def _main_tile_cuts_short_rows(shape, *rest) -> bool:

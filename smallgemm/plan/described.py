@@ -59,6 +59,14 @@ def routed_tile(p: Problem) -> str:
     ]
 
 
+def chain_tiles(p: Problem) -> str:
+    """A continued chain on the direct tiles (``unpacked.chain_tile_loops``), which start each
+    chain from C: the narrow tile where n fits it, else the main tile and its edges."""
+    if p.n <= p.prep.narrow_cols:
+        return TILE_NAMES[1]
+    return f"{TILE_NAMES[0]}, its edges on the narrow and few-rows tiles"
+
+
 def strip_tasks(p: Problem, workers: int) -> str:
     """The unpacked and prepacked drivers on threads."""
     return "strips of B or rows of A as tasks from an atomic counter"

@@ -112,6 +112,15 @@ def swaps(config: KernelConfig, a: np.ndarray, b: np.ndarray, c: np.ndarray, nar
     return turns_narrow(config, m, n, a, narrow_cols)
 
 
+def chain_on_tiles(config: KernelConfig, m: int, n: int, k: int, b: np.ndarray) -> bool:
+    """Whether gemm's continued chain (alpha == beta == 1) runs on the direct tiles, which
+    start each element's chain from C (``unpacked.chain_tile_loops``): B's rows contiguous
+    (or one column) and up to ``unpacked_max_volume`` multiply-adds, as on the compiled small
+    way in; a longer chain takes the blocked loops, and their threads."""
+    size = b.itemsize
+    return (n == 1 or b.strides[1] == size) and m * n * k <= config.unpacked_max_volume.of(size)
+
+
 def use_unpacked(
     config: KernelConfig,
     m: int,

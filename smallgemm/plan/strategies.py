@@ -221,6 +221,16 @@ PRODUCT = Table(
         EMPTY,
         SCALE_ONLY,
         Strategy(
+            "continued chain, direct tiles",
+            "gemm with alpha == beta == 1 up to unpacked_max_volume multiply-adds, B's rows contiguous: "
+            "the direct tiles start each element's chain from C, on one thread (rules.chain_on_tiles)",
+            lambda p: p.continues_chain() and rules.chain_on_tiles(p.prep.config, p.m, p.n, p.k, p.b),
+            None,
+            _unpacked_serial,
+            serial_entries=(entries.UNPACKED,),
+            tile=described.chain_tiles,
+        ),
+        Strategy(
             "continued chain",
             "gemm with alpha == beta == 1: each element's chain goes on from C "
             "(the blocked loops, which read C into the tiles)",

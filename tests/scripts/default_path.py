@@ -54,6 +54,10 @@ def products(dtype):
             lambda: (*_pair(300, 300, 300, dtype, 1), _gemm(1.0, 1.0, _random(19, (300, 300), dtype))),
         ),
         (
+            "continued chain 64^3",
+            lambda: (*_pair(64, 64, 64, dtype, 23), _gemm(1.0, 1.0, _random(24, (64, 64), dtype))),
+        ),
+        (
             "gemm beta 0.5, k past KC",
             lambda: (*_pair(64, 3000, 64, dtype, 2), _gemm(2.0, 0.5, np.ones((64, 64), dtype))),
         ),

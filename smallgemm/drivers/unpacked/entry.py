@@ -25,6 +25,7 @@ from ...simd.objects import (
 )
 from ...simd.records import Tiles, Workspace, matrix
 from ...simd.subroutine import subroutine
+from ..blocked import continued
 from .tiles import gemm_unpacked
 
 # What ``unpacked_call`` did with a product it was asked to decide on (its context's ``decide``).
@@ -159,7 +160,8 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     stack, A or C does not fold, their shapes do not match or a stride is not whole
     elements (the general path says what is wrong), or C may overlap A or B (an ``out=``;
     the general path computes into a new array and copies); SMALL_PLANNED for a product the
-    planner must place (``small_product_route``); else it computes the product: SMALL_DONE.
+    planner must place (``small_product_route``; or a continued chain, alpha == beta == 1,
+    whose B has no contiguous rows); else it computes the product: SMALL_DONE.
     Without ``decide`` it computes the product the planner placed here (2-D operands)."""
     if count != CALL_ARGUMENTS:
         store_word(answer, SMALL_REFUSED)
@@ -214,7 +216,8 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             word_at(context + 8 * COLUMN_TILES),
             like,
         )
-        if route == SMALL_PLANNED:
+        # A continued chain runs on the tile loops alone, which read B along its rows.
+        if route == SMALL_PLANNED or (continued(alpha, beta, like) and cs_b != 1 and n > 1):
             store_word(answer, SMALL_PLANNED)
             return
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)

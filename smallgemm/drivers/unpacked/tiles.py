@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...kernels.microkernel import direct_microkernel, merge_tile
-from ...simd import resident_b, resident_product, tile_cols, tile_rows, tile_zero
+from ...simd import CONTINUE, resident_b, resident_product, tile_cols, tile_rows, tile_zero
 from ...simd.linked import linked
 from ...simd.records import first_column, first_row, matrix_of, merge, moved, transposed, unit_columns
 from ...simd.subroutine import subroutine
-from ..blocked import merge_mode
+from ..blocked import continued, merge_mode
 from .route import (
     DOTS_OF_A_ROWS,
     DOTS_OF_B_COLUMNS,
@@ -101,6 +101,9 @@ def gemm_unpacked(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     made the 16x16 call 2-3 % slower); the parallel driver's tasks and a stack's products on
     the routes without a tile loop call it by name (``unpacked_part``).
     """
+    if continued(alpha, beta, a.data):
+        chain_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work.scratch)
+        return
     choice = unpacked_route(tiles, m, n, k, a.cs, b.rs, b.cs, kc, a.data)
     if choice == DOTS_OF_A_ROWS:
         dot_rows(tiles.gemv, m, k, alpha, beta, first_column(b), a, first_column(c), kc, work.sums)
@@ -196,6 +199,48 @@ def main_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
             work.scratch,
         )
     tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
+
+
+@linked
+def chain_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, scratch):
+    """A continued chain (alpha == beta == 1: each element's FMA chain goes on from C) on the
+    tiles whose loops start from C (``unpacked_tiles``): the narrow tile for n within its
+    width, else the main tile with its edges (``main_edges``) on the narrow and the few-rows
+    tiles' loops, never the stream, whose partial sums start from zero.  Requires B's rows
+    contiguous (``b.cs == 1``, or n == 1).  The bits of the blocked path's continued chain."""
+    if n <= tile_cols(tiles.narrow, a.data):
+        tile_loops(tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, scratch)
+        return
+    main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
+    if main_cols < n:
+        tile_loops(
+            tiles.narrow,
+            m,
+            n - main_cols,
+            k,
+            alpha,
+            beta,
+            a,
+            moved(b, 0, main_cols),
+            moved(c, 0, main_cols),
+            kc,
+            scratch,
+        )
+    if rows_way != ROWS_IN_MAIN:
+        tile_loops(
+            tiles.few,
+            m - main_rows,
+            main_cols,
+            k,
+            alpha,
+            beta,
+            moved(a, main_rows, 0),
+            b,
+            moved(c, main_rows, 0),
+            kc,
+            scratch,
+        )
+    tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, scratch)
 
 
 @linked
@@ -391,7 +436,8 @@ def unpacked_tiles(shape, m, n, k, alpha, beta, a, b, c, kc, scratch):
     nr = tile_cols(shape, a.data)
     for pc in range(0, k, kc):  # PC: the same KC blocks as the blocked driver
         depth = min(kc, k - pc)
-        merging = merge(alpha, beta, merge_mode(pc, beta))
+        # A continued chain starts each tile from C (``tile_start``), in every KC block.
+        merging = merge(alpha, beta, CONTINUE if continued(alpha, beta, a.data) else merge_mode(pc, beta))
         for jr in range(0, n, nr):
             for ir in range(0, m, mr):
                 direct_microkernel(
