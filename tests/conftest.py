@@ -172,3 +172,9 @@ def client():
 
     with dask_support.two_workers() as dask_client:
         yield dask_client
+
+
+def padded_fmas(tile, m: int, n: int, dtype) -> int:
+    """Vector FMAs per k step of an m x n C in tiles of ``tile``, padding included (as
+    ``unpacked.padded_fmas`` counts them)."""
+    return -(-m // tile.rows) * tile.rows * -(-n // tile.cols(np.dtype(dtype).itemsize)) * tile.vectors

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from conftest import blocked_product, random_matrix
+from conftest import blocked_product, padded_fmas, random_matrix
 from numba import njit
 from reference import assert_close
 
@@ -177,18 +177,14 @@ def test_sixteen_rows_take_the_narrow_tile_where_the_main_tile_would_pad_them(ke
             assert_close(got, 1.0, big[rows], b)
 
 
-def padded(tile, m, n, dtype):
-    """Vector FMAs per k step of an m x n C in tiles of ``tile``, padding included."""
-    return -(-m // tile.rows) * tile.rows * -(-n // tile.cols(dtype.itemsize)) * tile.vectors
-
-
 @pytest.mark.parametrize("m", [3, 12, 16, 30])
 def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
     """A few rows (up to the few tile's ``up_to``) times a B wider than the main tile: from
     FEW_TILE_MIN_B_BYTES on, the few-rows stream (B read in order; on the narrow tile where it
     pads few rows: ``unpacked.narrow_streams``), or up to the GEMV tile's ``strips`` rows their
-    register strips; below, the main tile unless the few tile saves a quarter of the FMAs.
-    More rows: the main tile.  Either way the bits of the blocked driver."""
+    register strips, unless one row tile of the main tile holds the rows with fewer FMAs; below,
+    the main tile unless the few tile saves a quarter of the FMAs.  More rows: the main tile.
+    Either way the bits of the blocked driver."""
     rng = np.random.default_rng(m)
     n = kernel.nr(dtype) + kernel.few.cols(dtype.itemsize)
     rows, start = kernel.narrow.rows, kernel.narrow.stream_from
@@ -198,13 +194,16 @@ def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, d
     below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
-        few_saves_a_quarter = 4 * padded(kernel.few, m, n, dtype) <= 3 * padded(kernel.shape, m, n, dtype)
+        few_fmas, main_fmas = padded_fmas(kernel.few, m, n, dtype), padded_fmas(kernel.shape, m, n, dtype)
+        past_l1 = k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES and (few_fmas < main_fmas or m > kernel.mr())
         if m > kernel.few.up_to:
             assert chosen(kernel, dtype, m, n, k) == MAIN_TILE, f"{m}x{n}x{k}"
-        elif k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES or few_saves_a_quarter:
+        elif past_l1 or 4 * few_fmas <= 3 * main_fmas:
             assert chosen(kernel, dtype, m, n, k) == streamed, f"{m}x{n}x{k}"
         else:
-            narrow_pays = 3 * padded(kernel.narrow, m, n, dtype) < 2 * padded(kernel.shape, m, n, dtype)
+            narrow_pays = 3 * padded_fmas(kernel.narrow, m, n, dtype) < 2 * padded_fmas(
+                kernel.shape, m, n, dtype
+            )
             assert chosen(kernel, dtype, m, n, k) == (NARROW_TILE if narrow_pays else MAIN_TILE), (
                 f"{m}x{n}x{k}"
             )

@@ -421,3 +421,16 @@ def test_row_dots_on_threads_give_the_same_bits(kernel, dtype, always_parallel, 
     for threads in (2, 3, 8):
         with smallgemm.num_threads(threads):
             np.testing.assert_array_equal(compute(), expected, err_msg=f"{threads} threads")
+
+
+def test_gemv_with_vectors(kernel, dtype):
+    rng = np.random.default_rng(1)
+    w = random_matrix(rng, (300, 200), dtype)
+    v, u = random_matrix(rng, (300,), dtype), random_matrix(rng, (200,), dtype)
+    got = smallgemm.matmul(v, w)
+    assert got.shape == (200,)
+    assert_close(got[None, :], 1.0, v[None, :], w)
+    np.testing.assert_array_equal(got, smallgemm.matmul(v[None, :], w)[0])
+    got = smallgemm.matmul(w, u)
+    assert got.shape == (300,)
+    assert_close(got[:, None], 1.0, w, u[:, None])

@@ -4,7 +4,7 @@ dots, the transposing stream or tiles) and which tile suits it (``tile_choice``)
 
 from __future__ import annotations
 
-from ...kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
+from ...kernels.shared import FEW_TILE_MIN_B_BYTES, ONE_ROW_TILE_MAX_B_BYTES, RESIDENT_STRIPS
 from ...simd import (
     address,
     line_elements,
@@ -51,7 +51,10 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
     tile (half the few tile would then be padding: float32, one thread, main /
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
     1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
-    than a quarter of the FMAs: its stream costs more than it saves.  Up to the GEMV
+    than a quarter of the FMAs: its stream costs more than it saves.  Nor where one row
+    tile of the main tile holds all rows, which the few-rows tile computes with as many
+    FMAs or more, and B is under ONE_ROW_TILE_MAX_B_BYTES: the main tile then reads B
+    once, from the caches.  Up to the GEMV
     tile's ``strips`` rows, with B not read from memory, the rows are held in register
     strips instead (GEMV_TILE, ``row_dots.row_strips``).  Where the
     narrow tile holds the rows of C with little padding (``narrow_streams``), the
@@ -72,11 +75,14 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
         return NARROW_TILE
     if m == 1:
         return GEMV_TILE
+    b_bytes = n * k * (64 // line_elements(shape, a))
+    few_saves = padded_fmas(few, m, n, a) < padded_fmas(shape, m, n, a)
     if (
         m <= tile_chosen_up_to(few)
         and n > tile_cols(shape, a)
         and (
-            n * k * (64 // line_elements(shape, a)) >= FEW_TILE_MIN_B_BYTES
+            (b_bytes >= FEW_TILE_MIN_B_BYTES and (few_saves or m > tile_rows(shape)))
+            or b_bytes >= ONE_ROW_TILE_MAX_B_BYTES
             or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
         )
     ):
