@@ -107,15 +107,16 @@ RESIDENT_STRIPS = 4
 # always saves half of its 4-row main tile's FMAs: the bound never decides there.
 FEW_TILE_MIN_B_BYTES = 32 * 1024
 # Rows that one row tile of the main tile holds, where the few-rows tile would compute as many
-# FMAs or more (13 or 14 rows on AVX-512's 14-row tile), take the main tile below this many
-# bytes of B, which it then reads once, from the caches; from here the stream reads B from
-# memory faster.  AVX-512, one thread, Intel Xeon (L2 2 MiB), main against the stream, µs:
-# float32 [14,512] @ [512,512] (1 MiB) 57-63 against 79-82, [13,256] @ [256,512] 25-27 against
-# 39-40, float64 [14,256] @ [256,512] 58-64 against 78-80, [13,128] @ [128,256] 13-14 against
-# 20-21; at 2 MiB (float32 [14,512] @ [512,1024]) alike, float64 [14,512] @ [512,512] 186-210
-# against 164-173.  Two row tiles read B twice: float64 [28,256] @ [256,512] took 127-136
-# against the stream's 113-122 (``python benchmarks/source_variants.py
-# benchmarks/kernel_settings.json one_row_tile_avx512``).
+# FMAs or more (13 or 14 rows of AVX-512's 14-row tile, 5 or 6 of AVX2's 6-row tile), take the
+# main tile below this many bytes of B, which it then reads once, from the caches; from here the
+# stream reads B from memory as fast.  One thread, Intel Xeon (L2 2 MiB), the stream against
+# the main tile, µs (``python benchmarks/source_variants.py benchmarks/kernel_settings.json
+# one_row_tile_avx512 one_row_tile_avx2``): AVX-512 float32 [14,512] @ [512,512] (1 MiB)
+# 82-83 against 56-59, [13,256] @ [256,512] 39-40 against 27-28, float64 [14,256] @ [256,512]
+# 76-82 against 65-70; AVX2 forced, float32 [6,512] @ [512,512] 57-59 against 39-40, float64
+# [5,128] @ [128,256] 14-15 against 10; at 2 MiB alike.  Two row tiles read B twice: float64
+# [28,256] @ [256,512] keeps the stream.  The portable kernel's few-rows tile (2 rows) always
+# saves FMAs: the bound never decides there.
 ONE_ROW_TILE_MAX_B_BYTES = 2 << 20
 
 # --- The few-rows stream (drivers/unpacked/stream.py) ---
