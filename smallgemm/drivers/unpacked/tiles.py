@@ -350,10 +350,13 @@ def main_edges(shape, narrow, few, m, n, a):
     stream (ROWS_STREAMED) where it computes at most half the FMAs (2 live rows of 14
     computed 14); a third fewer does not pay for the stream (AVX2, float32, one thread:
     the main tile on 4 edge rows takes 0.83-0.92 of the few-rows stream's time).  Edge
-    rows at most as many as the few tile's take its direct loops (ROWS_IN_FEW), with
-    fewer padding rows: the main tile's 4 live rows of 6 cost more than a full tile (a
-    stack of 1000 float32 16x16x16: 178 µs with the direct loops against 207, where
-    12x16x16, no edge, takes 118); 1 to 3 edge rows gain 5-9 %.  Every element is still
+    rows that the few tile computes with fewer FMAs take its direct loops (ROWS_IN_FEW),
+    one or several of its row tiles: the main tile's 4 live rows of 6 cost more than a
+    full tile (a stack of 1000 float32 16x16x16: 178 µs with the direct loops against 207,
+    where 12x16x16, no edge, takes 118); 1 to 3 edge rows gain 5-9 %; 8 edge rows of
+    AVX-512's 14-row tile on two 4-row tiles, float32 64^3 4.9 -> 4.2-4.5 µs, float64
+    9.0-9.7 -> 8.5-8.9 µs (one thread, Intel Xeon; ``python benchmarks/source_variants.py
+    benchmarks/kernel_settings.json edge_rows_avx512``).  Every element is still
     the FMA chain of its KC block in increasing k: the bits do not depend on which tile
     computes it.
     """
@@ -367,7 +370,8 @@ def main_edges(shape, narrow, few, m, n, a):
     if m > mr and edge_rows > 0:
         if 2 * padded_fmas(few, edge_rows, main_cols, a) <= padded_fmas(shape, edge_rows, main_cols, a):
             return m - edge_rows, main_cols, ROWS_STREAMED
-        if edge_rows <= tile_rows(few) and main_cols % tile_cols(few, a) == 0:
+        few_fmas = padded_fmas(few, edge_rows, main_cols, a)
+        if few_fmas < padded_fmas(shape, edge_rows, main_cols, a) and main_cols % tile_cols(few, a) == 0:
             return m - edge_rows, main_cols, ROWS_IN_FEW
     return m, main_cols, ROWS_IN_MAIN
 
