@@ -113,12 +113,6 @@ def matrix(data, offset, rs, cs):
 
 
 @subroutine(inline=True)
-def vector(data, offset, stride):
-    """The ``Vector`` at ``data`` (a pointer) with this offset and stride."""
-    return Vector(data, np.intp(offset), np.intp(stride))
-
-
-@subroutine(inline=True)
 def moved(x, rows, cols):
     """``x`` from its element [rows, cols] on: the same matrix, ``rows`` rows and ``cols``
     columns in."""
