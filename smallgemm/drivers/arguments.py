@@ -25,6 +25,14 @@ def stack_operand(x, offsets):
 
 
 @subroutine(inline=True)
+def stack_operands(a, b, c, offsets):
+    """The ``Stack`` records of two stacks and their product: A's, B's and C's first matrices,
+    and their matrices' offsets (``offsets``: three 1-D ``intp`` arrays, A's, B's, C's)."""
+    offsets_a, offsets_b, offsets_c = offsets
+    return stack_operand(a, offsets_a), stack_operand(b, offsets_b), stack_operand(c, offsets_c)
+
+
+@subroutine(inline=True)
 def kernel_tiles(tiles):
     """The ``Tiles`` of a prepared state's ``tiles`` tuple: (main, narrow, few, GEMV, the
     row-dots rule's ``lane_sums`` flag, resident), the GEMV tile made the rule that flag

@@ -40,7 +40,7 @@ from ..simd.objects import (
 from ..simd.records import Tiles, Workspace, later_matrices, matrix_of, product, stack
 from ..simd.subroutine import subroutine
 from ..simd.workers import on_workers
-from .arguments import kernel_tiles, stack_operand, task_logs, workspace_of
+from .arguments import kernel_tiles, stack_operands, task_logs, workspace_of
 from .blocked import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .unpacked import (
@@ -61,18 +61,9 @@ def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
     """C[t] = A[t].B[t] for every t: ``a``, ``b``, ``c`` are the first matrices, ``offsets``
     the matrices' element offsets from them (three 1-D arrays); ``tiles``: the prepared state's
     (``arguments.kernel_tiles``), ``blocks`` its ``Blocks``, ``ws`` its workspace."""
-    offsets_a, offsets_b, offsets_c = offsets
-    stack_run(
-        kernel_tiles(tiles),
-        stack_product(a, b),
-        stack_operand(a, offsets_a),
-        stack_operand(b, offsets_b),
-        stack_operand(c, offsets_c),
-        offsets_c.shape[0],
-        unpacked,
-        blocks,
-        workspace_of(ws),
-    )
+    x, y, z = stack_operands(a, b, c, offsets)
+    count = offsets[2].shape[0]
+    stack_run(kernel_tiles(tiles), stack_product(a, b), x, y, z, count, unpacked, blocks, workspace_of(ws))
 
 
 # The int64 values bound to a prepared state's ``stack_call`` builtin, in this order
@@ -273,20 +264,12 @@ def stack_run(tiles, problem, a, b, c, count, unpacked, blocks, work):
 def batch_tasks_entry(tiles, a, b, c, offsets, unpacked, blocks, workers, ws):
     """``batch_entry`` on ``workers`` workers, the products as tasks handed out by the
     task counters; each worker has its own A block, B slice, edge tile and sums."""
-    offsets_a, offsets_b, offsets_c = offsets
-    reset_counters(address(ws.counter), workers)
+    x, y, z = stack_operands(a, b, c, offsets)
+    count, counter = offsets[2].shape[0], address(ws.counter)
+    reset_counters(counter, workers)
+    problem = stack_product(a, b)
     batch_worker(
-        workers,
-        kernel_tiles(tiles),
-        stack_product(a, b),
-        stack_operand(a, offsets_a),
-        stack_operand(b, offsets_b),
-        stack_operand(c, offsets_c),
-        offsets_c.shape[0],
-        unpacked,
-        blocks,
-        workspace_of(ws),
-        address(ws.counter),
+        workers, kernel_tiles(tiles), problem, x, y, z, count, unpacked, blocks, workspace_of(ws), counter
     )
 
 
@@ -332,12 +315,11 @@ def batch_each_parallel_entry(
     parallel drivers a lone product takes): for fewer large products than the workers
     could share out evenly.  ``partial``: split-K room for one product; ``logs``: the
     tests' task logs (empty in normal calls: ``tasks.record``)."""
-    offsets_a, offsets_b, offsets_c = offsets
     kernel = kernel_tiles(tiles)
     problem = stack_product(a, b)
-    stacks = (stack_operand(a, offsets_a), stack_operand(b, offsets_b), stack_operand(c, offsets_c))
+    stacks = stack_operands(a, b, c, offsets)
     work = workspace_of(ws)
-    for t in range(offsets_c.shape[0]):
+    for t in range(offsets[2].shape[0]):
         x, y, z = matrix_of(stacks[0], t), matrix_of(stacks[1], t), matrix_of(stacks[2], t)
         if unpacked:
             unpacked_parallel_product(

@@ -117,34 +117,15 @@ def macro_kernel(shape, rows, cols, depth, abuf, a_off, bbuf, b_off, c, merging,
         live_cols = min(nr, cols - jr)
         for ir in range(0, rows, mr):
             live_rows = min(mr, rows - ir)
+            a_at, b_at, c_tile = a_off + ir * depth, b_off + jr * depth, moved(c, ir, jr)
             if live_rows <= tile_short_rows(shape) < mr:
                 short_rows_tile(
-                    shape,
-                    depth,
-                    abuf,
-                    a_off + ir * depth,
-                    bbuf,
-                    b_off + jr * depth,
-                    moved(c, ir, jr),
-                    live_rows,
-                    live_cols,
-                    merging,
-                    scratch,
+                    shape, depth, abuf, a_at, bbuf, b_at, c_tile, live_rows, live_cols, merging, scratch
                 )
-                continue
-            microkernel(
-                shape,
-                depth,
-                abuf,
-                a_off + ir * depth,
-                bbuf,
-                b_off + jr * depth,
-                moved(c, ir, jr),
-                live_rows,
-                live_cols,
-                merging,
-                scratch,
-            )
+            else:
+                microkernel(
+                    shape, depth, abuf, a_at, bbuf, b_at, c_tile, live_rows, live_cols, merging, scratch
+                )
 
 
 @subroutine

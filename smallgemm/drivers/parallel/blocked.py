@@ -75,40 +75,22 @@ def gemm_parallel(shape, problem, a, b, c, blocks, shared_rows, workers, work, c
             merging = merge(block_alpha, beta, mode)
             a_block, c_slice = moved(a, 0, pc), moved(c, 0, jc)
             cut = StepTasks(row_blocks, groups, per_group, m, cols, depth)
-            if prepacked:
-                row_tasks_parallel(
-                    shape,
-                    cut,
-                    a_block,
-                    advance(b.data, packed_slice(k, jc, pc, panels * nr)),
-                    c_slice,
-                    merging,
-                    blocks,
-                    workers,
-                    work,
-                    counter,
-                    logs,
-                )
-                continue
-            b_slice = moved(b, pc, jc)
             if one_block:
+                one_cut = StepTasks(1, (panels + group - 1) // group, group, m, cols, depth)
+                b_slice = moved(b, pc, jc)
                 one_row_block(
-                    shape,
-                    StepTasks(1, (panels + group - 1) // group, group, m, cols, depth),
-                    a_block,
-                    b_slice,
-                    c_slice,
-                    merging,
-                    blocks,
-                    workers,
-                    work,
-                    counter,
-                    logs,
+                    shape, one_cut, a_block, b_slice, c_slice, merging, blocks, workers, work, counter, logs
                 )
                 continue
-            pack_b_parallel(shape, b_slice, depth, cols, panels, groups, workers, work.bbuf, counter, logs)
+            if prepacked:
+                b_panels = advance(b.data, packed_slice(k, jc, pc, panels * nr))
+            else:
+                b_panels = work.bbuf
+                pack_b_parallel(
+                    shape, moved(b, pc, jc), depth, cols, panels, groups, workers, b_panels, counter, logs
+                )
             row_tasks_parallel(
-                shape, cut, a_block, work.bbuf, c_slice, merging, blocks, workers, work, counter, logs
+                shape, cut, a_block, b_panels, c_slice, merging, blocks, workers, work, counter, logs
             )
 
 

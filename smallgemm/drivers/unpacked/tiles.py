@@ -155,49 +155,16 @@ def main_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     """``main_tiles`` for one product, each edge tile's loops called by name: a first product
     compiles only the tiles it runs."""
     main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
+    b_right, c_right = moved(b, 0, main_cols), moved(c, 0, main_cols)  # the last columns
+    a_below, c_below = moved(a, main_rows, 0), moved(c, main_rows, 0)  # the last rows
+    edge = m - main_rows
     if main_cols < n:
-        tile_loops(
-            tiles.narrow,
-            m,
-            n - main_cols,
-            k,
-            alpha,
-            beta,
-            a,
-            moved(b, 0, main_cols),
-            moved(c, 0, main_cols),
-            kc,
-            work.scratch,
-        )
+        tile_loops(tiles.narrow, m, n - main_cols, k, alpha, beta, a, b_right, c_right, kc, work.scratch)
     if rows_way == ROWS_STREAMED:
-        stream_tiles(
-            tiles.few,
-            m - main_rows,
-            main_cols,
-            k,
-            alpha,
-            beta,
-            moved(a, main_rows, 0),
-            b,
-            moved(c, main_rows, 0),
-            kc,
-            work,
-            fetches_ahead(tiles.few, a.data, main_cols, k, b.cs),
-        )
+        fetch = fetches_ahead(tiles.few, a.data, main_cols, k, b.cs)
+        stream_tiles(tiles.few, edge, main_cols, k, alpha, beta, a_below, b, c_below, kc, work, fetch)
     elif rows_way == ROWS_IN_FEW:
-        tile_loops(
-            tiles.few,
-            m - main_rows,
-            main_cols,
-            k,
-            alpha,
-            beta,
-            moved(a, main_rows, 0),
-            b,
-            moved(c, main_rows, 0),
-            kc,
-            work.scratch,
-        )
+        tile_loops(tiles.few, edge, main_cols, k, alpha, beta, a_below, b, c_below, kc, work.scratch)
     tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
@@ -212,34 +179,12 @@ def chain_tile_loops(tiles, m, n, k, alpha, beta, a, b, c, kc, scratch):
         tile_loops(tiles.narrow, m, n, k, alpha, beta, a, b, c, kc, scratch)
         return
     main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
+    b_right, c_right = moved(b, 0, main_cols), moved(c, 0, main_cols)  # the last columns
+    a_below, c_below = moved(a, main_rows, 0), moved(c, main_rows, 0)  # the last rows
     if main_cols < n:
-        tile_loops(
-            tiles.narrow,
-            m,
-            n - main_cols,
-            k,
-            alpha,
-            beta,
-            a,
-            moved(b, 0, main_cols),
-            moved(c, 0, main_cols),
-            kc,
-            scratch,
-        )
+        tile_loops(tiles.narrow, m, n - main_cols, k, alpha, beta, a, b_right, c_right, kc, scratch)
     if rows_way != ROWS_IN_MAIN:
-        tile_loops(
-            tiles.few,
-            m - main_rows,
-            main_cols,
-            k,
-            alpha,
-            beta,
-            moved(a, main_rows, 0),
-            b,
-            moved(c, main_rows, 0),
-            kc,
-            scratch,
-        )
+        tile_loops(tiles.few, m - main_rows, main_cols, k, alpha, beta, a_below, b, c_below, kc, scratch)
     tile_loops(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, scratch)
 
 
@@ -385,50 +330,17 @@ def main_tiles(tiles, m, n, k, alpha, beta, a, b, c, kc, work):
     calls the loops by name instead (``main_tile_loops``).
     """
     main_rows, main_cols, rows_way = main_edges(tiles.main, tiles.narrow, tiles.few, m, n, a.data)
+    b_right, c_right = moved(b, 0, main_cols), moved(c, 0, main_cols)  # the last columns
+    a_below, c_below = moved(a, main_rows, 0), moved(c, main_rows, 0)  # the last rows
+    edge = m - main_rows
     if main_cols < n:
-        unpacked_tiles(
-            tiles.narrow,
-            m,
-            n - main_cols,
-            k,
-            alpha,
-            beta,
-            a,
-            moved(b, 0, main_cols),
-            moved(c, 0, main_cols),
-            kc,
-            work.scratch,
-        )
+        unpacked_tiles(tiles.narrow, m, n - main_cols, k, alpha, beta, a, b_right, c_right, kc, work.scratch)
     if rows_way == ROWS_STREAMED:
         # b.cs and fetch as run-time values, as in gemm_unpacked: the same compiled stream_tiles.
-        stream_tiles(
-            tiles.few,
-            m - main_rows,
-            main_cols,
-            k,
-            alpha,
-            beta,
-            moved(a, main_rows, 0),
-            b,
-            moved(c, main_rows, 0),
-            kc,
-            work,
-            fetches_ahead(tiles.few, a.data, main_cols, k, b.cs),
-        )
+        fetch = fetches_ahead(tiles.few, a.data, main_cols, k, b.cs)
+        stream_tiles(tiles.few, edge, main_cols, k, alpha, beta, a_below, b, c_below, kc, work, fetch)
     elif rows_way == ROWS_IN_FEW:
-        unpacked_tiles(
-            tiles.few,
-            m - main_rows,
-            main_cols,
-            k,
-            alpha,
-            beta,
-            moved(a, main_rows, 0),
-            b,
-            moved(c, main_rows, 0),
-            kc,
-            work.scratch,
-        )
+        unpacked_tiles(tiles.few, edge, main_cols, k, alpha, beta, a_below, b, c_below, kc, work.scratch)
     unpacked_tiles(tiles.main, main_rows, main_cols, k, alpha, beta, a, b, c, kc, work.scratch)
 
 
