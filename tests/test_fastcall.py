@@ -11,8 +11,9 @@ from numba import types
 from reference import chain_reference
 
 import smallgemm
-from smallgemm.drivers.batched import STACK_CALL_PRODUCTS
+from smallgemm.drivers.batched import STACK_CALL_PRODUCTS, STACK_CONTEXT
 from smallgemm.drivers.unpacked import CALL_CONTEXT, SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
+from smallgemm.drivers.unpacked.entry import SMALL_LIMITS
 from smallgemm.plan import prepared, runners
 from smallgemm.simd import buffer_at, fastcall, objects
 from smallgemm.simd.linked import linked
@@ -105,6 +106,13 @@ def test_the_small_way_in_refuses_what_is_not_an_ndarray(kernel, dtype):
     assert type(got) is np.ndarray and np.array_equal(got, chain_reference(1.0, a, b))
     assert runners.run_small(a, b, c, np.dtype(dtype)) == SMALL_DONE
     assert np.array_equal(c, chain_reference(1.0, a, b))
+
+
+def test_each_small_way_in_holds_the_small_product_limits_in_one_run():
+    """``small_product_route`` reads SMALL_LIMITS as consecutive words of either context."""
+    for context in (CALL_CONTEXT, STACK_CONTEXT):
+        first = context.index(SMALL_LIMITS[0])
+        assert context[first : first + len(SMALL_LIMITS)] == SMALL_LIMITS
 
 
 def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():

@@ -176,20 +176,8 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         store_word(answer, SMALL_REFUSED)
         return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
-    route = small_product_route(
-        narrow,
-        m,
-        n,
-        k,
-        cs_a,
-        rs_b,
-        cs_b,
-        word_at(context + 8 * STACK_MAX_VOLUME),
-        word_at(context + 8 * STACK_MIN_STREAM),
-        word_at(context + 8 * STACK_FEW_ROWS),
-        word_at(context + 8 * STACK_COLUMN_TILES),
-        like,
-    )
+    limits = context + 8 * STACK_MAX_VOLUME
+    route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)  # C = A.B: no chain
     threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
     work = products * (m * n * k + word_at(context + 8 * STACK_PRODUCT_OVERHEAD))
     if (

@@ -89,15 +89,26 @@ def spans_meet(x_span, y_span):
     return x_span[0] < y_span[1] and y_span[0] < x_span[1]
 
 
+# The small-product limits, as the words at ``small_product_route``'s ``limits`` hold them (each
+# context of a small way in holds them in this order, one after the other).
+SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "column_tiles")
+
+
 @subroutine(inline=True)
-def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, max_volume, min_stream, few_rows, column_tiles, a):
+def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
     """SMALL_DONE when a product whose operands are checked is small enough to be computed
-    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``);
-    ``column_tiles``: the kernel's ``column_tiles_max``."""
+    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``).
+    ``limits``: the address of the kernel's SMALL_LIMITS (``column_tiles``: its
+    ``column_tiles_max``); ``chained``: a continued chain (alpha == beta == 1), which only the
+    tile loops compute, reading B along its rows (``tiles.chain_tile_loops``)."""
+    max_volume, min_stream = word_at(limits), word_at(limits + 8)
+    few_rows, column_tiles = word_at(limits + 16), word_at(limits + 24)
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
     if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
+        return SMALL_PLANNED
+    if chained and cs_b != 1 and n > 1:
         return SMALL_PLANNED
     if n == 1 and cs_a != 1 and m * k > column_tiles:
         return SMALL_PLANNED
@@ -202,22 +213,9 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         ):
             store_word(answer, SMALL_REFUSED)
             return
-        route = small_product_route(
-            narrow,
-            m,
-            n,
-            k,
-            cs_a,
-            rs_b,
-            cs_b,
-            word_at(context + 8 * MAX_VOLUME),
-            word_at(context + 8 * MIN_STREAM),
-            word_at(context + 8 * FEW_ROWS),
-            word_at(context + 8 * COLUMN_TILES),
-            like,
-        )
-        # A continued chain runs on the tile loops alone, which read B along its rows.
-        if route == SMALL_PLANNED or (continued(alpha, beta, like) and cs_b != 1 and n > 1):
+        chained = continued(alpha, beta, like)
+        limits = context + 8 * MAX_VOLUME
+        if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like) == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)

@@ -200,6 +200,7 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                                 )
                                 source = matrix(panel, 0, nr, 1)
                             elif keep_strip and jr + nr < width:  # and request the next strip
+                                first, every = sharer - 1, tiles - 1
                                 tile_sum = panel_steps_fetching(
                                     tile,
                                     tile_sum,
@@ -210,8 +211,8 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                                     b.data,
                                     next_at,
                                     b.rs,
-                                    sharer - 1,
-                                    tiles - 1,
+                                    first,
+                                    every,
                                 )
                             elif (
                                 b.cs == 1
@@ -220,10 +221,13 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                                 and ahead > 0
                                 and jr + ahead * nr < width
                             ):
+                                fetch_at = b_strip.offset + ahead * nr
                                 tile_sum = direct_steps_fetching(
-                                    tile, tile_sum, steps, a_tile, rows, b_strip, b_strip.offset + ahead * nr
+                                    tile, tile_sum, steps, a_tile, rows, b_strip, fetch_at
                                 )
                             elif fetch and tiles > 1 and cols == nr and jr + 2 * nr <= width:  # W's next rows
+                                first, end = sharer * nr // tiles, (sharer + 1) * nr // tiles
+                                every = max(1, steps * tiles // nr)
                                 tile_sum = panel_steps_fetching_rows(
                                     tile,
                                     tile_sum,
@@ -234,9 +238,9 @@ def stream_strips(tile, m, n, k, alpha, beta, a, b, c, kc, work, fetch):
                                     b.data,
                                     next_at,
                                     b.cs,
-                                    sharer * nr // tiles,
-                                    (sharer + 1) * nr // tiles,
-                                    max(1, steps * tiles // nr),
+                                    first,
+                                    end,
+                                    every,
                                 )
                             else:
                                 tile_sum = direct_steps(

@@ -247,37 +247,16 @@ def resident_stack(resident, m, n, k, alpha, beta, a, b, c, scratch, count):
     inlined."""
     if c.cs == 1 and a.cs == 1 and n <= tile_cols(resident, a.data):
         for t in range(count):
-            resident_strip(
-                resident,
-                m,
-                n,
-                k,
-                alpha,
-                beta,
-                unit_columns(matrix_of(a, t)),
-                matrix_of(b, t),
-                unit_columns(matrix_of(c, t)),
-                scratch,
-            )
+            x, y, z = unit_columns(matrix_of(a, t)), matrix_of(b, t), unit_columns(matrix_of(c, t))
+            resident_strip(resident, m, n, k, alpha, beta, x, y, z, scratch)
     elif c.cs == 1 and a.cs == 1:
         for t in range(count):
-            resident_strips(
-                resident,
-                m,
-                n,
-                k,
-                alpha,
-                beta,
-                unit_columns(matrix_of(a, t)),
-                matrix_of(b, t),
-                unit_columns(matrix_of(c, t)),
-                scratch,
-            )
+            x, y, z = unit_columns(matrix_of(a, t)), matrix_of(b, t), unit_columns(matrix_of(c, t))
+            resident_strips(resident, m, n, k, alpha, beta, x, y, z, scratch)
     else:
         for t in range(count):
-            resident_tiles(
-                resident, m, n, k, alpha, beta, matrix_of(a, t), matrix_of(b, t), matrix_of(c, t), scratch
-            )
+            x, y, z = matrix_of(a, t), matrix_of(b, t), matrix_of(c, t)
+            resident_tiles(resident, m, n, k, alpha, beta, x, y, z, scratch)
 
 
 # How ``main_edges`` has the rows past the main tile's last full row tile computed.
@@ -299,9 +278,9 @@ def main_edges(shape, narrow, few, m, n, a):
     one or several of its row tiles: the main tile's 4 live rows of 6 cost more than a
     full tile (a stack of 1000 float32 16x16x16: 178 µs with the direct loops against 207,
     where 12x16x16, no edge, takes 118); 1 to 3 edge rows gain 5-9 %; 8 edge rows of
-    AVX-512's 14-row tile on two 4-row tiles, float32 64^3 4.9 -> 4.2-4.5 µs, float64
-    9.0-9.7 -> 8.5-8.9 µs (one thread, Intel Xeon; ``python benchmarks/source_variants.py
-    benchmarks/kernel_settings.json edge_rows_avx512``).  Every element is still
+    AVX-512's 14-row tile on two 4-row tiles: float32 64^3 4.2-4.5 µs against 4.9 on the
+    main tile, float64 8.5-8.9 against 9.0-9.7 (one thread, Intel Xeon; ``python
+    benchmarks/source_variants.py benchmarks/kernel_settings.json edge_rows_avx512``).  Every element is still
     the FMA chain of its KC block in increasing k: the bits do not depend on which tile
     computes it.
     """
