@@ -22,7 +22,7 @@ import tempfile
 # (label, setup code defining `run`): each a product the strategy table places on one row.
 CASES = [
     ("blocked", "a = r((300, 300)); b = np.asfortranarray(r((300, 300))); run = lambda: sg.matmul(a, b)"),
-    ("direct tiles", "a = r((64, 64)); b = r((64, 64)); run = lambda: sg.matmul(a, b)"),
+    ("small product", "a = r((64, 64)); b = r((64, 64)); run = lambda: sg.matmul(a, b)"),
     (
         "transposing stream",
         "x = r((4, 512)); w = np.asfortranarray(r((512, 256))); run = lambda: sg.matmul(x, w)",

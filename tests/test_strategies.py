@@ -1,6 +1,6 @@
 """The strategy table: ``explain`` names the row each product takes, every row is reached,
-and the products the compiled small way in computes are those the table places on an
-unpacked row."""
+and the compiled small ways in compute exactly the products the table places on its small
+rows."""
 
 import dataclasses
 
@@ -13,10 +13,14 @@ import smallgemm
 from smallgemm.drivers.unpacked import SMALL_DONE
 from smallgemm.kernels import KERNELS, BySize, KernelConfig, kernel_by_name, shared
 from smallgemm.plan import blocking, dispatch, in_force, strategies
-from smallgemm.plan.runners import run_small
+from smallgemm.plan.runners import run_small, run_small_stack
 from smallgemm.simd import DotPairs, RowFetch, StreamSettings, TileShapeType
 
 UNPACKED_ROWS = {"turned few rows", "row dots", "transposing stream", "direct tiles"}
+# The rows that compute on the direct tiles as given, on one thread or more.
+DIRECT_TILE_ROWS = {"small product", "direct tiles"}
+# The rows of the products that the compiled small ways in compute without a table lookup.
+SMALL_ROWS = {"small product", "small stack"}
 
 
 def empty(*shape, dtype=np.float32):
@@ -32,17 +36,28 @@ def transposed(rows, cols, dtype=np.float32):
 CASES = [
     ("avx512", "empty", empty(0, 5), empty(5, 3), 1, ""),
     ("avx512", "scale only", empty(3, 0), empty(0, 4), 1, ""),
+    ("avx512", "small product", empty(37, 23), empty(23, 45), 1, ""),
+    ("avx2", "small product", empty(300, 200), empty(200), 2, ""),
+    ("portable", "small product", empty(1, 200), transposed(200, 300), 1, ""),
     ("avx2", "turned few rows", empty(8, 150), transposed(150, 260), 1, ""),
     ("portable", "turned few rows", empty(4, 150), transposed(150, 260), 2, ""),
-    ("avx512", "row dots", empty(300, 200), empty(200), 1, ""),
-    ("avx2", "row dots", empty(1, 200), transposed(200, 300), 1, ""),
+    ("avx512", "row dots", empty(2048, 512), empty(512), 1, ""),
+    ("avx2", "row dots", empty(1, 512), transposed(512, 2048), 1, ""),
     ("avx512", "transposing stream", empty(5, 150), transposed(150, 260), 1, ""),
-    ("avx512", "direct tiles", empty(37, 23), empty(23, 45), 1, ""),
+    ("avx512", "direct tiles", empty(8, 512), empty(512, 4096), 1, ""),
     ("avx2", "direct tiles", empty(4, 512), empty(512, 4096), 2, ""),
     ("avx512", "blocked", empty(300, 300), empty(300, 300), 1, ""),
     ("portable", "blocked", empty(300, 300, dtype=np.float64), empty(300, 300, dtype=np.float64), 2, ""),
-    ("avx512", "direct tiles", empty(1, 20, 30), empty(1, 30, 25), 1, ""),  # a stack of one: the lone product
-    ("avx512", "direct tiles", empty(5, 20, 30), empty(5, 30, 25), 1, "stack serial"),
+    (
+        "avx512",
+        "small product",
+        empty(1, 20, 30),
+        empty(1, 30, 25),
+        1,
+        "",
+    ),  # a stack of one: the lone product
+    ("avx512", "small product", empty(5, 20, 30), empty(5, 30, 25), 2, "small stack"),
+    ("avx512", "direct tiles", empty(3, 200, 200), empty(3, 200, 200), 1, "stack serial"),
     ("avx2", "blocked", empty(8, 256, 256), empty(8, 256, 256), 2, "stack tasks"),
     (
         "avx512",
@@ -126,7 +141,7 @@ def test_the_few_rows_tile_is_taken_up_to_the_kernels_own_rows(kernel_name, dtyp
     with forced_kernel(kernel_name):
         few = smallgemm.explain(empty(kernel.few.up_to, k, dtype=dtype), b, threads=1)
         main = smallgemm.explain(empty(kernel.few.up_to + 1, k, dtype=dtype), b, threads=1)
-    assert few.strategy == main.strategy == "direct tiles"
+    assert few.strategy == main.strategy and few.strategy in DIRECT_TILE_ROWS
     assert few.tile in ("few-rows", "narrow, all rows in one stream") and main.tile == "main"
 
 
@@ -151,19 +166,22 @@ def test_every_row_of_every_table_is_reached():
 
 # gemm's continued chains (alpha == beta == 1): (m, n, k, B's order, expected row).
 CHAINS = [
-    (4, 700, 300, "C", "continued chain, direct tiles"),
-    (300, 1, 200, "C", "continued chain, direct tiles"),
-    (64, 64, 64, "C", "continued chain, direct tiles"),
+    (4, 700, 300, "C", "small product"),
+    (300, 1, 200, "C", "small product"),
+    (64, 64, 64, "C", "small product"),
+    (1, 2048, 200, "C", "continued chain, direct tiles"),
+    (2, 1024, 300, "C", "continued chain, direct tiles"),
     (150, 120, 100, "C", "continued chain"),
     (40, 64, 64, "F", "continued chain"),
 ]
 
 
 def test_gemm_with_alpha_and_beta_one_takes_a_continued_chain_row(monkeypatch):
-    """A continued chain takes a row whose tiles start each chain from C: the direct tiles up
-    to ``unpacked_max_volume`` with B's rows contiguous (few rows and W @ x too, whose own rows
+    """A continued chain takes a row whose tiles start each chain from C: a small product's
+    (the direct tiles, as the compiled small way in computes it), the direct tiles up to
+    ``unpacked_max_volume`` with B's rows contiguous (few rows and W @ x too, whose own rows
     would start from zero), the blocked loops past it or for a B without contiguous rows;
-    each with the chain's bits.  With beta 0.5, neither row."""
+    each with the chain's bits.  With beta 0.5, no continued-chain row."""
     rng = np.random.default_rng(3)
     chosen = []
     real = strategies.choose
@@ -202,12 +220,30 @@ def test_products_take_the_row_explain_names(monkeypatch):
         np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b), rtol=1e-3, atol=1e-3)
         # The compiled small ways in compute small products and stacks of them without the table:
         # then nothing is recorded.  An empty product and k == 0 take the table's rows.
-        unrecorded = UNPACKED_ROWS | {"stack serial"}
-        assert want in chosen or (not chosen and want in unrecorded), (row, want, chosen)
+        assert want in chosen or (not chosen and want in SMALL_ROWS), (row, want, chosen)
+
+
+SMALL_WAY_IN_SHAPES = [
+    (1, 1, 8),
+    (1, 40, 30),
+    (3, 3, 3),
+    (16, 16, 16),
+    (8, 2, 64),
+    (40, 3, 40),
+    (64, 64, 64),
+    (33, 17, 20),
+    (120, 100, 120),
+    (1, 300, 200),
+    (300, 1, 200),
+    (1, 2048, 512),
+    (2048, 1, 512),
+]
 
 
 @pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
-def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kernel_name):
+def test_the_small_way_in_computes_exactly_the_products_of_the_small_product_row(kernel_name):
+    """The compiled small way in computes a product (SMALL_DONE) where, and only where, the
+    table places it on its "small product" row; in every layout of A and B."""
     rng = np.random.default_rng(2)
     layouts = {
         "C": lambda r, c: rng.standard_normal((r, c)).astype(np.float32),
@@ -217,26 +253,32 @@ def test_small_way_in_computes_only_what_the_table_places_on_unpacked_rows(kerne
         smallgemm.matmul(
             np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
         )  # the small entry is in use
-        for m, n, k in [
-            (1, 1, 8),
-            (1, 40, 30),
-            (3, 3, 3),
-            (16, 16, 16),
-            (8, 2, 64),
-            (40, 3, 40),
-            (64, 64, 64),
-            (33, 17, 20),
-            (120, 100, 120),
-            (1, 300, 200),
-            (300, 1, 200),
-        ]:
+        for m, n, k in SMALL_WAY_IN_SHAPES:
             for la in "CT":
                 for lb in "CT":
                     a, b = layouts[la](m, k), layouts[lb](k, n)
                     c = np.empty((m, n), np.float32)
-                    if run_small(a, b, c, np.dtype(np.float32)) == SMALL_DONE:
-                        row = smallgemm.explain(a, b, threads=1).strategy
-                        assert row in UNPACKED_ROWS, (m, n, k, la, lb, row)
+                    done = run_small(a, b, c, np.dtype(np.float32)) == SMALL_DONE
+                    row = smallgemm.explain(a, b, threads=1).strategy
+                    assert done == (row == "small product"), (m, n, k, la, lb, row)
+
+
+@pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_small_stack_way_in_computes_exactly_the_stacks_of_the_small_stack_row(kernel_name, threads):
+    """The compiled small way in for stacks computes a stack where, and only where, the
+    table places it on its "small stack" row (a stack of one is the lone product's)."""
+    rng = np.random.default_rng(5)
+    with forced_kernel(kernel_name), smallgemm.num_threads(threads):
+        smallgemm.matmul(np.ones((2, 2, 2), np.float32), np.ones((2, 2, 2), np.float32))  # in use
+        for count in (2, 10, 1000):
+            for m, n, k in SMALL_WAY_IN_SHAPES[:9]:
+                a = rng.standard_normal((count, m, k)).astype(np.float32)
+                b = rng.standard_normal((count, k, n)).astype(np.float32)
+                c = np.empty((count, m, n), np.float32)
+                done = run_small_stack(a, b, c, np.dtype(np.float32)) == SMALL_DONE
+                row = smallgemm.explain(a, b).stack.split(":")[0]
+                assert done == (row == "small stack"), (count, m, n, k, row)
 
 
 def test_a_configuration_override_keeps_explicit_block_sizes_and_ends_with_its_block():

@@ -114,6 +114,17 @@ STACK_CALL_PRODUCTS = 2048
 STACK_ARGUMENTS = 4
 
 
+@subroutine(inline=True)
+def stack_shared_out(count, volume, product_overhead, parallel_volume):
+    """Whether a stack of ``count`` products of ``volume`` multiply-adds each is worth sharing
+    out whole between threads: its multiply-adds, each product counted with
+    ``product_overhead`` more, from ``parallel_volume`` (the kernel's
+    ``stack_product_overhead`` and ``parallel_min_stack_volume``).  The rule of the compiled
+    small way in (``stack_call``) and of the strategy table's stack rows, which run this
+    source as Python (``rules.stack_worth_threads``)."""
+    return count * (volume + product_overhead) >= parallel_volume
+
+
 @linked
 def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
     """matmul's way in for two stacks along one batch axis, called from Python as a builtin
@@ -121,7 +132,7 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     after the other, when each is small (``unpacked.small_product_route``) and the stack
     is not worth the threads (``threads``: several workers may run; from
     ``parallel_volume`` multiply-adds in all, each product counted with
-    ``product_overhead`` more: ``rules.stack_worth_threads``): SMALL_DONE; else
+    ``product_overhead`` more: ``stack_shared_out``): SMALL_DONE; else
     SMALL_PLANNED, nothing computed, for ``strategies.compute``; or SMALL_REFUSED,
     nothing computed, for A, B or C that is not a 3-D ``ndarray`` (the caller checks the
     dimensions and dtypes of A and B), stacks whose shapes do not match, strides or an
@@ -179,12 +190,13 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     limits = context + 8 * STACK_MAX_VOLUME
     route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)  # C = A.B: no chain
     threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
-    work = products * (m * n * k + word_at(context + 8 * STACK_PRODUCT_OVERHEAD))
-    if (
-        route == SMALL_PLANNED
-        or (threads and work >= word_at(context + 8 * STACK_PARALLEL_VOLUME))
-        or products > STACK_CALL_PRODUCTS
-    ):
+    shared_out = stack_shared_out(
+        products,
+        m * n * k,
+        word_at(context + 8 * STACK_PRODUCT_OVERHEAD),
+        word_at(context + 8 * STACK_PARALLEL_VOLUME),
+    )
+    if route == SMALL_PLANNED or (threads and shared_out) or products > STACK_CALL_PRODUCTS:
         store_word(answer, SMALL_PLANNED)
         return
     offsets = words_at(word_at(context + 8 * STACK_OFFSETS))

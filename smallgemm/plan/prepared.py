@@ -119,6 +119,7 @@ class Prepared:
         "shared_rows",
         "sizes",
         "small",
+        "small_limits",
         "small_stack",
         "stack_offsets",
         "tiles",
@@ -148,7 +149,9 @@ class Prepared:
         # planner placed and one for the small ways in, which decide first.
         self.call_tiles = (kernel.shape, kernel.narrow, kernel.few, kernel.gemv, kernel.resident)
         self.like = np.zeros(1, dtype)
-        limits = (
+        # The small ways in's limits (``unpacked.SMALL_LIMITS``), which their contexts hold and
+        # the table's small rows read (``Problem.small``).
+        self.small_limits = limits = (
             config.unpacked_max_volume.of(dtype.itemsize),
             config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..drivers.unpacked import unpacked_form
+from ..drivers.unpacked import small_product, unpacked_form
 from . import prepared, rules
 
 
@@ -17,6 +17,7 @@ class Problem:
     __slots__ = (
         "_form",
         "_prep",
+        "_small",
         "_unpacked",
         "a",
         "alpha",
@@ -42,7 +43,7 @@ class Problem:
         self.offsets = offsets  # a stack's (offsets_a, offsets_b, offsets_c), else None
         self.dtype = c.dtype
         self.swapped = self.turned = self.oriented = False
-        self._prep = self._unpacked = self._form = None
+        self._prep = self._unpacked = self._form = self._small = None
 
     @property
     def prep(self):
@@ -107,13 +108,39 @@ class Problem:
         """gemm's continued chain: each element's chain goes on from C (alpha == beta == 1)."""
         return self.alpha == 1 and self.beta == 1
 
+    def small(self) -> bool:
+        """Whether the compiled small ways in compute it as given (``unpacked.small_product``,
+        its source run as Python on the limits their contexts hold); a stack's products are
+        never a continued chain."""
+        small = self._small
+        if small is None:
+            small = self._small = self._small_product()
+        return small
+
+    def _small_product(self) -> bool:
+        prep, size = self.prep, self.a.itemsize
+        return small_product.py_func(
+            self.m,
+            self.n,
+            self.k,
+            self.a.strides[1] // size,
+            self.b.strides[0] // size,
+            self.b.strides[1] // size,
+            prep.small_limits,
+            prep.narrow_cols,
+            self.offsets is None and self.continues_chain(),
+        )
+
     def orientation(self, turns: bool) -> tuple[bool, bool]:
         """How the table reads this problem, decided before any of its rows is tested, so that
-        their fit rules only read it: (swapped, turned).  Swapped: ``rules.swaps``.  Turned,
+        their fit rules only read it: (swapped, turned).  A small product is read as given,
+        as the compiled small ways in read it (``small``).  Swapped: ``rules.swaps``.  Turned,
         with ``turns`` (one 2-D product): ``x @ W.T`` computed as C^T = W x^T where
         ``rules.turns_few_rows`` says so and there is a product to compute (C not empty,
         k and alpha not 0, not gemm's continued chain: nothing is copied for those)."""
         prep = self.prep
+        if self.small():
+            return False, False
         if rules.swaps(prep.config, self.a, self.b, self.c, prep.narrow_cols):
             return True, False
         computes = not (self.empty() or self.scale_only() or self.continues_chain())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..drivers.batched import stack_shared_out
 from ..drivers.unpacked import L1_SET_PERIOD_BYTES
 from ..kernels import Kernel, KernelConfig
 from ..kernels.shared import TASKS_PER_WORKER
@@ -174,13 +175,16 @@ def each_on_all_workers(
 
 
 def stack_worth_threads(config: KernelConfig, count: int, m: int, n: int, k: int, dtype: np.dtype) -> bool:
-    """Whether a stack of ``count`` products is worth sharing out whole between threads: its
-    multiply-adds, each product counted with the kernel's ``stack_product_overhead`` more, from
-    ``parallel_min_stack_volume`` (the compiled small way in, ``batched.stack_call``,
-    applies the same rule)."""
+    """Whether a stack of ``count`` products is worth sharing out whole between threads: the
+    compiled small way in's rule (``batched.stack_shared_out``), its source run as Python, on
+    the kernel's ``stack_product_overhead`` and ``parallel_min_stack_volume``."""
     size = dtype.itemsize
-    volume = count * (m * n * k + config.stack_product_overhead.of(size))
-    return volume >= config.parallel_min_stack_volume.of(size)
+    return stack_shared_out.py_func(
+        count,
+        m * n * k,
+        config.stack_product_overhead.of(size),
+        config.parallel_min_stack_volume.of(size),
+    )
 
 
 def worth_threads(

@@ -10,14 +10,14 @@ runner (``runners``).  Three tables, one per kind of call:
   choice between the unpacked and the blocked drivers.
 
 The compiled small ways in (``runners.run_small``, ``run_small_stack``) compute in
-compiled code, without a table lookup, the small products that
-``unpacked.small_product_route`` accepts; each of those is a product this table
-places on an unpacked row (``tests/test_strategies.py`` checks it).  No row
-changes a bit: every element is the same chain of FMAs on every row.
+compiled code, without a table lookup, the products of the tables' small rows ("small
+product", "small stack"): both run one rule's source, ``unpacked.small_product``, on the
+same limits (``tests/test_strategies.py`` checks that they agree).  No row changes a bit:
+every element is the same chain of FMAs on every row.
 
 Before a table's rows are tested, its pre-pass orients the problem
-(``Problem.orientation``: swapped, or ``x @ W.T`` turned over); the rows' fit rules
-then only read it.
+(``Problem.orientation``: swapped, or ``x @ W.T`` turned over; a small product is read as
+given, as the compiled ways in read it); the rows' fit rules then only read it.
 """
 
 from __future__ import annotations
@@ -215,11 +215,36 @@ SCALE_ONLY = Strategy(
     tile=described.no_tile,
 )
 
+# The compiled small ways in compute these before any table is looked up (``runners.run_small``,
+# ``run_small_stack``), by the same rule; these rows place the same products when they reach
+# the table (an ``out=`` that overlaps an operand, a stack longer than the way in's buffer).
+SMALL_PRODUCT = Strategy(
+    "small product",
+    "up to unpacked_max_volume multiply-adds, under parallel_min_stream elements of B streamed, read "
+    "along B's rows or a vector (unpacked.small_product): the direct tiles, on the calling thread, "
+    "as the compiled small way in computes it before any table lookup",
+    Problem.small,
+    None,
+    _unpacked_serial,
+    serial_entries=(entries.UNPACKED,),
+)
+SMALL_STACK = Strategy(
+    "small stack",
+    "small products (unpacked.small_product), not worth the threads: one after the other on the "
+    "direct tiles, as the compiled small way in (batched.stack_call) computes them",
+    lambda p: p.small() and not (p.workers > 1 and _stack_worth_threads(p)),
+    None,
+    _stack_serial,
+    serial_entries=_STACK,
+    tasks=described.each_product_tasks,
+)
+
 
 PRODUCT = Table(
     (
         EMPTY,
         SCALE_ONLY,
+        SMALL_PRODUCT,
         Strategy(
             "continued chain, direct tiles",
             "gemm with alpha == beta == 1 up to unpacked_max_volume multiply-adds, B's rows contiguous: "
@@ -346,6 +371,7 @@ LONE_PRODUCT = Strategy(
 STACK = Table(
     (
         LONE_PRODUCT,
+        SMALL_STACK,
         Strategy(
             "stack, each product on all workers",
             "products worth threads alone but too few to share out evenly (rules.each_on_all_workers)",

@@ -18,6 +18,7 @@ from .entry import (  # noqa: F401
     SMALL_PLANNED,
     SMALL_REFUSED,
     byte_span,
+    small_product,
     small_product_route,
     spans_meet,
     unpacked_call,

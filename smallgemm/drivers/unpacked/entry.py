@@ -95,26 +95,42 @@ SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "column_tiles")
 
 
 @subroutine(inline=True)
-def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
-    """SMALL_DONE when a product whose operands are checked is small enough to be computed
-    straight away on the unpacked tiles, else SMALL_PLANNED (see ``unpacked_call``).
-    ``limits``: the address of the kernel's SMALL_LIMITS (``column_tiles``: its
-    ``column_tiles_max``); ``chained``: a continued chain (alpha == beta == 1), which only the
-    tile loops compute, reading B along its rows (``tiles.chain_tile_loops``)."""
-    max_volume, min_stream = word_at(limits), word_at(limits + 8)
-    few_rows, column_tiles = word_at(limits + 16), word_at(limits + 24)
+def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
+    """Whether a product is small enough to be computed as given, on the unpacked tiles and the
+    calling thread, before any table lookup: the rule of the compiled small ways in
+    (``small_product_route``) and of the strategy table's "small product" row, which runs this
+    source as Python (``Problem.small``).  Strides in elements; ``limits``: the kernel's
+    SMALL_LIMITS values, in that order; ``narrow_cols``: the narrow tile's width; ``chained``:
+    a continued chain (alpha == beta == 1), which only the tile loops compute, reading B along
+    its rows (``tiles.chain_tile_loops``).
+
+    Up to ``max_volume`` multiply-adds, under ``min_stream`` elements of the streamed operand
+    (B, or A when B is one column: where threads may pay), and read along rows (B's, or a
+    vector's); a matrix times a column with A's columns not contiguous up to ``column_tiles``
+    elements of A; a C at most half the narrow tile wide only for up to ``few_rows`` rows
+    (more are turned over: ``rules.turns_narrow``)."""
+    max_volume, min_stream, few_rows, column_tiles = limits
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
     if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
-        return SMALL_PLANNED
+        return False
     if chained and cs_b != 1 and n > 1:
-        return SMALL_PLANNED
+        return False
     if n == 1 and cs_a != 1 and m * k > column_tiles:
-        return SMALL_PLANNED
-    if n > 1 and 2 * n <= tile_cols(narrow, a) and m > few_rows:
-        return SMALL_PLANNED
-    return SMALL_DONE
+        return False
+    return not (n > 1 and 2 * n <= narrow_cols and m > few_rows)
+
+
+@subroutine(inline=True)
+def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
+    """SMALL_DONE when a product whose operands are checked is ``small_product``, else
+    SMALL_PLANNED (see ``unpacked_call``); ``limits``: the address of the kernel's SMALL_LIMITS
+    words in the way in's context."""
+    values = (word_at(limits), word_at(limits + 8), word_at(limits + 16), word_at(limits + 24))
+    if small_product(m, n, k, cs_a, rs_b, cs_b, values, tile_cols(narrow, a), chained):
+        return SMALL_DONE
+    return SMALL_PLANNED
 
 
 # The int64 values bound to a prepared state's ``unpacked_call`` builtins, in this order
