@@ -6,6 +6,7 @@ answers and their references, and the arrays the routine must refuse.
 import sys
 
 import numpy as np
+import pytest
 from conftest import random_matrix
 from numba import types
 from reference import chain_reference
@@ -60,6 +61,75 @@ def test_a_builtin_reads_its_arguments_and_context_and_answers_with_a_new_refere
     assert context[1] == 1002 and values.tolist() == [[2.0], [7.0]]
     del echo
     assert context[1] == 1002 and sys.getrefcount(context) >= 2  # the builtin held its context
+
+
+@linked
+def _maker(like, context, arguments, count, answer):
+    """Makes a (rows, 3) array, rows the context's fourth value, and answers it (index 1, one
+    past the builtin's one answer)."""
+    rows = word_at(context + 24)
+    made = objects.new_array(word_at(context), word_at(context + 8), word_at(context + 16), 2, rows, 3, 0)
+    store_word(answer, 1)
+    store_word(answer + 8, made)
+
+
+def test_a_builtin_answers_the_array_its_routine_made_or_the_exception_it_left():
+    """A routine that makes an array (``objects.new_array``) answers it with the one reference
+    the caller holds; where NumPy refuses to make it, the exception NumPy set is raised."""
+    dtype = np.dtype(np.float64)
+    context = np.array(
+        [objects.numpy_api_function(objects.NEW_FROM_DESCR_INDEX), id(np.ndarray), id(dtype), 4]
+    )
+    argtypes = (types.CPointer(types.float64), *(types.int64,) * 4)
+    maker = fastcall.builtin(_maker.linked.link(argtypes).address, argtypes, ("unused",), context, "maker")
+    held = sys.getrefcount(dtype)
+    for _ in range(1000):
+        made = maker()
+        assert type(made) is np.ndarray and made.shape == (4, 3) and made.dtype is dtype
+        assert made.flags.c_contiguous and made.flags.owndata and made.flags.writeable
+        assert sys.getrefcount(made) == 2  # the name's, and getrefcount's argument
+    del made
+    assert sys.getrefcount(dtype) == held
+    context[3] = 1 << 62
+    with pytest.raises((ValueError, MemoryError)):
+        maker()
+    assert sys.getrefcount(dtype) == held
+
+
+def _matmul_reference(a, b):
+    """matmul's result of a and b, each element its chain (``chain_reference``)."""
+    a2, b2 = (a[np.newaxis] if a.ndim == 1 else a), (b[:, np.newaxis] if b.ndim == 1 else b)
+    if a2.ndim == 3:
+        c = np.stack([chain_reference(1.0, a2[t], b2[t] if b2.ndim == 3 else b2) for t in range(len(a2))])
+    else:
+        c = chain_reference(1.0, a2, b2)
+    return c.reshape(np.matmul(a, b).shape)
+
+
+def test_the_small_ways_in_make_matmul_s_result(kernel, dtype):
+    """Called with A and B alone, the builtins make matmul's result of a small product: a
+    new C-ordered, writeable array of NumPy's shape and dtype that owns its data, with the
+    product's bits and one reference, the caller's; the dtype's references come back."""
+    _ways_in_in_use(dtype)
+    rng = np.random.default_rng(8)
+    prep = prepared.current_prepared(dtype)
+    held = sys.getrefcount(dtype)
+    for a_shape, b_shape in (
+        ((6, 5), (5, 4)),
+        ((3, 4, 5), (5, 6)),
+        ((5,), (5, 4)),
+        ((6, 5), (5,)),
+        ((4, 6, 5), (4, 5, 3)),
+    ):
+        a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)
+        made = prep.small_stack(a, b, False) if b.ndim == 3 else prep.small(a, b)
+        assert type(made) is np.ndarray and made.shape == np.matmul(a, b).shape and made.dtype is dtype
+        assert made.flags.c_contiguous and made.flags.owndata and made.flags.writeable
+        assert sys.getrefcount(made) == 2
+        assert np.array_equal(made, _matmul_reference(a, b)), (a_shape, b_shape)
+        assert np.array_equal(smallgemm.matmul(a, b), made)
+    del made, a, b  # each array holds a reference to its dtype
+    assert sys.getrefcount(dtype) == held
 
 
 def _ways_in_in_use(dtype):

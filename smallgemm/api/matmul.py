@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
+from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from ..machine.threads import workers as _workers
 from ..plan import in_force, prepared, strategies
 from ..plan.runners import run_small_stack
@@ -193,6 +193,26 @@ def _compute(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     )
 
 
+def _planned_product(a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """matmul's new result of a matrix, a folded stack or a vector times a matrix, or of a
+    matrix times a vector, that the small way in found valid but not small: the planner's,
+    on views (the builtin found a stack's rows fold)."""
+    if b.ndim == 1:
+        c = _EMPTY(len(a), dtype)
+        strategies.compute(1.0, a, b.reshape(len(b), 1), 0.0, c.reshape(len(a), 1))
+    elif a.ndim == 1:
+        c = _EMPTY(b.shape[1], dtype)
+        strategies.compute(1.0, a.reshape(1, len(a)), b, 0.0, c.reshape(1, b.shape[1]))
+    elif a.ndim == 3:
+        rows = len(a) * a.shape[1]
+        c = _EMPTY((len(a), a.shape[1], b.shape[1]), dtype)
+        strategies.compute(1.0, a.reshape(rows, a.shape[2]), b, 0.0, c.reshape(rows, b.shape[1]))
+    else:
+        c = _EMPTY((len(a), b.shape[1]), dtype)
+        strategies.compute(1.0, a, b, 0.0, c)
+    return c
+
+
 def _fast_operand(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """``x`` as ``dtype`` with whole-element strides (a view when it already is)."""
     if x.dtype != dtype:
@@ -217,69 +237,49 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
     if out is None and not kwargs:
         # The commonest calls first: two matrices, a stack of them times one, two stacks along
         # one batch axis, or a matrix and a vector or two vectors, of one float dtype into a
-        # new array (a 16x16 float32 product: ~0.73 us, of which the builtin 0.15 and np.empty
-        # 0.27; benchmarks/small_calls.py --breakdown).
+        # new array (a 16x16 float32 product: ~0.55 us, of which the builtin, making the
+        # result too, ~0.25; benchmarks/small_calls.py --breakdown).
         # The compiled ways in check that all are ndarrays, not subclasses or look-alikes,
         # and the rest (runners.run_small and run_small_stack, inline).
         try:
             dtype, ndim, ndim_b = a.dtype, a.ndim, b.ndim
-            if dtype is not b.dtype or (dtype is not _F32 and dtype is not _F64):
-                c = None
-            elif ndim_b == 2 and ndim == 2:
-                c = _EMPTY((len(a), b.shape[1]), dtype)
-            elif ndim_b == 2 and ndim == 3:  # a stack of matrices times one: a linear layer
-                c = _EMPTY((len(a), a.shape[1], b.shape[1]), dtype)
-            elif ndim_b == 3 and ndim == 3:
-                c = _EMPTY((len(a), a.shape[1], b.shape[2]), dtype)
-            elif ndim_b == 1 and ndim == 2:
-                c = _EMPTY(len(a), dtype)
-            elif ndim_b == 2 and ndim == 1:
-                c = _EMPTY(b.shape[1], dtype)
-            elif ndim_b == 1 and ndim == 1:
-                c = _EMPTY((), dtype)
-            else:
-                c = None
+            ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
         except (AttributeError, TypeError):  # not array-like enough: the general path says what
-            c = None
-        if c is not None:
+            ours = False
+        if ours:
             prep = _PREPARED.last
             if prep.given_at != in_force.generation or prep.dtype is not dtype:
                 prep = prepared.current_prepared(dtype)
-            if ndim_b == 1 or ndim == 1:  # a vector, as a row of A or a column of B
-                route = prep.small(a, b, c, 1.0, 0.0)
-                if route == SMALL_PLANNED:  # valid, not small: the planner, on views of one row or column
-                    rows = 1 if ndim == 1 else len(a)
-                    cols = 1 if ndim_b == 1 else b.shape[1]
-                    strategies.compute(
-                        1.0, a.reshape(rows, a.shape[-1]), b.reshape(len(b), cols), 0.0, c.reshape(rows, cols)
-                    )
-                    route = SMALL_DONE
-                if route == SMALL_DONE:
-                    return c if ndim + ndim_b > 2 else c[()]
-            elif ndim_b == 2:  # A, or its stack folded into one tall matrix, times B
-                route = prep.small(a, b, c, 1.0, 0.0)
-                if route == SMALL_DONE:
-                    return c
-                if route == SMALL_PLANNED:
-                    if ndim == 3:  # the builtin found A's rows fold: views
-                        rows = len(a) * a.shape[1]
-                        a, c_rows = a.reshape(rows, a.shape[2]), c.reshape(rows, c.shape[2])
-                    else:
-                        c_rows = c
-                    strategies.compute(1.0, a, b, 0.0, c_rows)
-                    return c
-            else:
+            if (ndim_b == 2 and (ndim == 2 or ndim == 3 or ndim == 1)) or (ndim_b == 1 and ndim == 2):
+                # A matrix, a stack folded into one tall matrix (a linear layer) or a vector
+                # times a matrix, or a matrix times a vector: the builtin makes the result.
+                made = prep.small(a, b)
+                if made is SMALL_PLANNED:
+                    return _planned_product(a, b, dtype)
+                if made is not SMALL_REFUSED:
+                    return made
+            elif ndim_b == 3 and ndim == 3:
                 # Asked as if threads may run (the thread count costs ~0.12 us of a ~1 us
-                # call), and again on one thread for a stack planned where that matters.
-                route = prep.small_stack(a, b, c, True)
-                if route == SMALL_PLANNED and _workers() == 1:
-                    route = prep.small_stack(a, b, c, False)
-                if route == SMALL_DONE:
-                    return c
-                if route == SMALL_PLANNED:
+                # call), and again on one thread for a stack planned where that matters; the
+                # builtin makes the result.
+                made = prep.small_stack(a, b, True)
+                if made is SMALL_PLANNED and _workers() == 1:
+                    made = prep.small_stack(a, b, False)
+                if made is SMALL_PLANNED:
+                    c = _EMPTY((len(a), a.shape[1], b.shape[2]), dtype)
                     _run_stack(a, b, c)
                     return c
-            del c  # refused: freed before the general path allocates its own
+                if made is not SMALL_REFUSED:
+                    return made
+            elif ndim_b == 1 and ndim == 1:
+                c = _EMPTY((), dtype)
+                route = prep.small(a, b, c, 1.0, 0.0)
+                if route == SMALL_PLANNED:  # the planner, on a row and a column
+                    strategies.compute(1.0, a.reshape(1, len(a)), b.reshape(len(b), 1), 0.0, c.reshape(1, 1))
+                    route = SMALL_DONE
+                if route == SMALL_DONE:
+                    return c[()]
+                del c
     if type(a) is _NDARRAY and type(b) is _NDARRAY and not kwargs:
         # The other common cases with the least Python between the call and the kernel, which
         # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the

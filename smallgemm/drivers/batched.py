@@ -33,6 +33,7 @@ from ..simd.objects import (
     ARRAY_STRIDES,
     OBJECT_TYPE,
     int32_at,
+    new_array,
     store_word,
     word_at,
     words_at,
@@ -45,6 +46,7 @@ from .blocked import gemm_serial
 from .parallel import claim, gemm_parallel, reset_counters, unpacked_parallel_product
 from .unpacked import (
     SMALL_DONE,
+    SMALL_MADE,
     SMALL_PLANNED,
     SMALL_REFUSED,
     STREAM_SIZE,
@@ -70,8 +72,9 @@ def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
 # (``prepared.Prepared``): the row-dots rule's lane-wise flag; KC; the addresses of the
 # workspace's buffers (``Workspace``'s fields); the small-product limits; the stack's limits for
 # threads (``rules.stack_worth_threads``); the address of ``numpy.ndarray``, the one type of
-# A, B and C the routine reads, and of ``True``; and the address of a buffer for the
-# matrices' offsets, three runs of STACK_CALL_PRODUCTS.
+# A, B and C the routine reads, and of ``True``; the address of a buffer for the
+# matrices' offsets, three runs of STACK_CALL_PRODUCTS; and, to make a result, the addresses
+# of NumPy's ``PyArray_NewFromDescr`` and of the dtype.
 STACK_CONTEXT = (
     "lane_sums",
     "kc",
@@ -88,6 +91,8 @@ STACK_CONTEXT = (
     "array_type",
     "true",
     "offsets",
+    "new_array",
+    "descr",
 )
 (
     STACK_LANE_SUMS,
@@ -105,13 +110,16 @@ STACK_CONTEXT = (
     STACK_ARRAY_TYPE,
     STACK_TRUE,
     STACK_OFFSETS,
+    STACK_NEW_ARRAY,
+    STACK_DESCR,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
 # longer stack is planned (``strategies.compute``), whose Python costs ~3 us more: under 2 %.
 STACK_CALL_PRODUCTS = 2048
 # What ``stack_call`` is called with: A, B, C (3-D arrays of one float dtype) and whether
-# threads may run (``True`` or ``False``).
+# threads may run (``True`` or ``False``); or A, B and that, to make C.
 STACK_ARGUMENTS = 4
+STACK_MAKE_ARGUMENTS = 3
 
 
 @subroutine(inline=True)
@@ -137,29 +145,30 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     nothing computed, for A, B or C that is not a 3-D ``ndarray`` (the caller checks the
     dimensions and dtypes of A and B), stacks whose shapes do not match, strides or an
     address of no whole number of elements, or a C (an ``out=``) of another shape or that
-    may overlap A or B.  The checks cost more in Python than ten 16x16 products."""
-    if count != STACK_ARGUMENTS:
+    may overlap A or B.  The checks cost more in Python than ten 16x16 products.  Called
+    with (A, B, threads) (STACK_MAKE_ARGUMENTS), it decides the same and makes C itself,
+    C-ordered, once it knows the stack is computed here: the builtin then returns it
+    (SMALL_MADE)."""
+    makes = count == STACK_MAKE_ARGUMENTS
+    if count != STACK_ARGUMENTS and not makes:
         store_word(answer, SMALL_REFUSED)
         return
-    objects = (word_at(arguments), word_at(arguments + 8), word_at(arguments + 16))
+    a_object, b_object = word_at(arguments), word_at(arguments + 8)
+    c_object = a_object if makes else word_at(arguments + 16)  # C read once made, below
+    threads = word_at(arguments + (16 if makes else 24)) == word_at(context + 8 * STACK_TRUE)
     array_type = word_at(context + 8 * STACK_ARRAY_TYPE)
-    for obj in objects:
+    for obj in (a_object, b_object, c_object):
         if word_at(obj + OBJECT_TYPE) != array_type or int32_at(obj + ARRAY_NDIM) != 3:
             store_word(answer, SMALL_REFUSED)  # before reading a field that only arrays have
             return
-    a_object, b_object, c_object = objects
     a_shape, b_shape = word_at(a_object + ARRAY_SHAPE), word_at(b_object + ARRAY_SHAPE)
     c_shape = word_at(c_object + ARRAY_SHAPE)
     products, m, k = word_at(a_shape), word_at(a_shape + 8), word_at(a_shape + 16)
     n = word_at(b_shape + 16)
-    if (
-        word_at(b_shape) != products
-        or word_at(b_shape + 8) != k
-        or word_at(c_shape) != products
-        or word_at(c_shape + 8) != m
-        or word_at(c_shape + 16) != n
-        or products * m * n * k == 0
-    ):
+    c_fits = makes or (
+        word_at(c_shape) == products and word_at(c_shape + 8) == m and word_at(c_shape + 16) == n
+    )
+    if word_at(b_shape) != products or word_at(b_shape + 8) != k or not c_fits or products * m * n * k == 0:
         store_word(answer, SMALL_REFUSED)
         return
     size = element_size(like)
@@ -169,7 +178,7 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         word_at(b_object + ARRAY_STRIDES),
         word_at(c_object + ARRAY_STRIDES),
     )
-    for i in range(3):
+    for i in range(2 if makes else 3):
         if data[i] % size:
             store_word(answer, SMALL_REFUSED)
             return
@@ -179,17 +188,19 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
                 return
     a_bytes = (word_at(strides[0]), word_at(strides[0] + 8), word_at(strides[0] + 16))
     b_bytes = (word_at(strides[1]), word_at(strides[1] + 8), word_at(strides[1] + 16))
-    c_bytes = (word_at(strides[2]), word_at(strides[2] + 8), word_at(strides[2] + 16))
-    c_span = byte_span(data[2], (products, m, n), c_bytes, size)
-    if spans_meet(c_span, byte_span(data[0], (products, m, k), a_bytes, size)) or spans_meet(
-        c_span, byte_span(data[1], (products, k, n), b_bytes, size)
-    ):
-        store_word(answer, SMALL_REFUSED)
-        return
+    if makes:
+        c_bytes = (m * n * size, n * size, size)
+    else:
+        c_bytes = (word_at(strides[2]), word_at(strides[2] + 8), word_at(strides[2] + 16))
+        c_span = byte_span(data[2], (products, m, n), c_bytes, size)
+        if spans_meet(c_span, byte_span(data[0], (products, m, k), a_bytes, size)) or spans_meet(
+            c_span, byte_span(data[1], (products, k, n), b_bytes, size)
+        ):
+            store_word(answer, SMALL_REFUSED)
+            return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     limits = context + 8 * STACK_MAX_VOLUME
     route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)  # C = A.B: no chain
-    threads = word_at(arguments + 24) == word_at(context + 8 * STACK_TRUE)
     shared_out = stack_shared_out(
         products,
         m * n * k,
@@ -199,6 +210,22 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     if route == SMALL_PLANNED or (threads and shared_out) or products > STACK_CALL_PRODUCTS:
         store_word(answer, SMALL_PLANNED)
         return
+    c_data = data[2]
+    if makes:
+        c_object = new_array(
+            word_at(context + 8 * STACK_NEW_ARRAY),
+            array_type,
+            word_at(context + 8 * STACK_DESCR),
+            3,
+            products,
+            m,
+            n,
+        )
+        store_word(answer, SMALL_MADE)
+        store_word(answer + 8, c_object)
+        if c_object == 0:
+            return  # MemoryError, set
+        c_data = word_at(c_object + ARRAY_DATA)
     offsets = words_at(word_at(context + 8 * STACK_OFFSETS))
     for t in range(products):
         offsets[t] = t * (a_bytes[0] // size)
@@ -217,7 +244,7 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         stack(buffer_at(data[0], like), offsets, rs_a, cs_a),
         stack(buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b),
         stack(
-            buffer_at(data[2], like),
+            buffer_at(c_data, like),
             advance(offsets, 2 * STACK_CALL_PRODUCTS),
             c_bytes[1] // size,
             c_bytes[2] // size,
@@ -226,7 +253,8 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         workspace_at(context + 8 * STACK_ABUF, like),
         products,
     )
-    store_word(answer, SMALL_DONE)
+    if not makes:
+        store_word(answer, SMALL_DONE)
 
 
 stack_call_address = address_of(stack_call)

@@ -20,11 +20,14 @@ from ..drivers.batched import STACK_CALL_PRODUCTS, STACK_CONTEXT
 from ..drivers.unpacked import CALL_ANSWERS, CALL_CONTEXT, SMALL_REFUSED
 from ..kernels import Kernel
 from ..simd import fastcall
+from ..simd.objects import NEW_FROM_DESCR_INDEX, numpy_api_function
 from . import blocking, dispatch, entries, in_force, rules, warmup, workspace
 from .entry import Entry, entry_types
 
 # A KC longer than any k: the unpacked drivers' one block when products are exact.
 UNBOUNDED_KC = 1 << 40
+# NumPy's function that the small way in makes a result with (``unpacked_call``).
+NEW_FROM_DESCR = numpy_api_function(NEW_FROM_DESCR_INDEX)
 
 
 class FirstUse:
@@ -169,7 +172,16 @@ class Prepared:
         context = dict(
             zip(
                 CALL_CONTEXT,
-                (False, self.lane_sums, self.chain_sizes.kc, *workspace_at, *limits, id(np.ndarray)),
+                (
+                    False,
+                    self.lane_sums,
+                    self.chain_sizes.kc,
+                    *workspace_at,
+                    *limits,
+                    id(np.ndarray),
+                    NEW_FROM_DESCR,
+                    id(dtype),
+                ),
                 strict=True,
             )
         )
@@ -200,6 +212,8 @@ class Prepared:
                     id(np.ndarray),
                     id(True),
                     self.stack_offsets.ctypes.data,
+                    NEW_FROM_DESCR,
+                    id(dtype),
                 ),
                 strict=True,
             )

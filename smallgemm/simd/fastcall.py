@@ -7,7 +7,10 @@ reads the objects' fields itself (``simd.objects``) and answers an index into a 
 Python objects. Its parameters are the types it is compiled for (tile shapes, a typed
 pointer for the element type: compile-time only, passed as zeros), then ``context`` (the
 address of the int64 values bound to the builtin), ``arguments`` (the address of the
-argument vector), ``count`` (its length) and ``answer`` (where it writes the index).
+argument vector), ``count`` (its length) and ``answer`` (where it writes the index). A
+routine that makes a new object writes the index ``len(answers)`` and the object's address
+(a new reference) in the word after it: the builtin returns that object, or, for 0, the
+exception the routine left set.
 
 ``builtin`` makes the function: a trampoline of a few instructions, compiled here in
 each process (a few milliseconds; it holds the routine's address and the answers'),
@@ -78,7 +81,8 @@ def address_of(call) -> object:
 def builtin(address: int, argtypes: tuple, answers: tuple, context: np.ndarray, name: str):
     """A builtin function calling the routine at ``address`` (compiled for ``argtypes``,
     whose last four are ``context``, ``arguments``, ``count`` and ``answer``) with this int64
-    ``context``; it returns ``answers[i]`` for the index ``i`` the routine writes."""
+    ``context``; it returns ``answers[i]`` for the index ``i`` the routine writes, or the new
+    object it made (see the module docstring)."""
     key = (address, tuple(map(id, answers)))
     with global_compiler_lock:  # which finalising a library requires
         if key not in _trampolines:
@@ -98,7 +102,7 @@ def _trampoline(address: int, argtypes: tuple, answers: tuple, name: str) -> tup
     )
     builder = ir.IRBuilder(function.append_basic_block())
     self, arguments, count = function.args
-    answer = builder.alloca(word)
+    answer = builder.alloca(word, size=2)  # the index; the new object's address
     context_data = builder.load(
         builder.bitcast(builder.gep(self, [ir.Constant(word, ARRAY_DATA)]), word.as_pointer())
     )
@@ -108,12 +112,13 @@ def _trampoline(address: int, argtypes: tuple, answers: tuple, name: str) -> tup
         builder.inttoptr(ir.Constant(word, address), routine.as_pointer()),
         [*fixed, context_data, builder.ptrtoint(arguments, word), count, builder.ptrtoint(answer, word)],
     )
+    index = builder.load(answer)
+    with builder.if_then(builder.icmp_signed("==", index, ir.Constant(word, len(answers)))):
+        builder.ret(builder.inttoptr(builder.load(builder.gep(answer, [ir.Constant(word, 1)])), pointer))
     table = ir.GlobalVariable(module, ir.ArrayType(word, len(answers)), f"{function.name}.answers")
     table.initializer = ir.Constant(ir.ArrayType(word, len(answers)), [id(a) for a in answers])
     table.global_constant = True
-    chosen = builder.inttoptr(
-        builder.load(builder.gep(table, [ir.Constant(word, 0), builder.load(answer)])), pointer
-    )
+    chosen = builder.inttoptr(builder.load(builder.gep(table, [ir.Constant(word, 0), index])), pointer)
     increment = cgutils.get_or_insert_function(module, ir.FunctionType(ir.VoidType(), [pointer]), "Py_IncRef")
     builder.call(increment, [chosen])
     builder.ret(chosen)

@@ -1,4 +1,5 @@
-"""Reading Python objects from compiled code: the fields of NumPy arrays and Python floats.
+"""Reading Python objects from compiled code: the fields of NumPy arrays and Python floats;
+and making a new array (``new_array``).
 
 A compiled function that Python calls directly (``simd.fastcall``) receives its
 arguments as object pointers, without Numba's unboxing (~0.03 us an argument, ~0.05 an
@@ -17,6 +18,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .types import float_pointer
@@ -113,6 +115,73 @@ def store_word(typingctx, at, value):
         return context.get_dummy_value()
 
     return types.void(at, value), codegen
+
+
+# NumPy's C API, as its capsule holds it: the index of ``PyArray_NewFromDescr`` in the table
+# (numpy/_core/include/numpy/__multiarray_api.h; the same since NumPy 1.x).
+NEW_FROM_DESCR_INDEX = 94
+
+
+def numpy_api_function(index: int) -> int:
+    """The address of function ``index`` of NumPy's C API table."""
+    capsule = np._core._multiarray_umath._ARRAY_API
+    pointer_of = ctypes.pythonapi.PyCapsule_GetPointer
+    pointer_of.restype, pointer_of.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
+    return ctypes.c_void_p.from_address(pointer_of(capsule, None) + 8 * index).value
+
+
+@intrinsic
+def new_array(typingctx, new_from_descr, array_type, descr, ndim, d0, d1, d2):
+    """A new C-ordered array of ``ndim`` (0 to 3) dimensions ``d0, d1, d2`` (the first
+    ``ndim`` of them), whose elements the caller writes: the address of a new reference,
+    or 0 with Python's exception set (MemoryError).  ``new_from_descr``: the address of
+    NumPy's ``PyArray_NewFromDescr`` (``numpy_api_function``); ``array_type``: of
+    ``numpy.ndarray``; ``descr``: of its dtype, which the call takes a reference to.  The
+    caller holds the GIL."""
+    if not all(isinstance(t, types.Integer) for t in (new_from_descr, array_type, descr, ndim, d0, d1, d2)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        word, pointer = ir.IntType(64), ir.IntType(8).as_pointer()
+        function, subtype, dtype, count, *dims = (
+            context.cast(builder, value, t, types.int64) for value, t in zip(args, signature.args)
+        )
+        shape = cgutils.alloca_once(builder, word, size=3)
+        for i, dim in enumerate(dims):
+            builder.store(dim, builder.gep(shape, [ir.Constant(word, i)]))
+        increment = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [pointer]), "Py_IncRef"
+        )
+        builder.call(increment, [builder.inttoptr(dtype, pointer)])  # the reference the call steals
+        function_type = ir.FunctionType(
+            pointer,
+            [
+                pointer,
+                pointer,
+                ir.IntType(32),
+                word.as_pointer(),
+                word.as_pointer(),
+                pointer,
+                ir.IntType(32),
+                pointer,
+            ],
+        )
+        made = builder.call(
+            builder.inttoptr(function, function_type.as_pointer()),
+            [
+                builder.inttoptr(subtype, pointer),
+                builder.inttoptr(dtype, pointer),
+                builder.trunc(count, ir.IntType(32)),
+                shape,
+                ir.Constant(word.as_pointer(), None),
+                ir.Constant(pointer, None),
+                ir.Constant(ir.IntType(32), 0),
+                ir.Constant(pointer, None),
+            ],
+        )
+        return builder.ptrtoint(made, word)
+
+    return types.int64(new_from_descr, array_type, descr, ndim, d0, d1, d2), codegen
 
 
 if not layout_holds():

@@ -15,6 +15,7 @@ from .entry import (  # noqa: F401
     CALL_ANSWERS,
     CALL_CONTEXT,
     SMALL_DONE,
+    SMALL_MADE,
     SMALL_PLANNED,
     SMALL_REFUSED,
     byte_span,

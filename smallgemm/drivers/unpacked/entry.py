@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...simd import address, buffer_at, element_size, row_dots_rule, tile_cols
+from ...simd import address, buffer_at, element_size, one_of, row_dots_rule, tile_cols, zero_of
 from ...simd.fastcall import address_of
 from ...simd.linked import linked
 from ...simd.objects import (
@@ -20,6 +20,7 @@ from ...simd.objects import (
     OBJECT_TYPE,
     element_from_double_at,
     int32_at,
+    new_array,
     store_word,
     word_at,
 )
@@ -32,6 +33,8 @@ from .tiles import gemm_unpacked
 SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED = 0, 1, 2
 # The objects a builtin of ``unpacked_call`` answers, by the index the routine writes.
 CALL_ANSWERS = (SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED)
+# The index with which it answers the result it made (``simd.fastcall``).
+SMALL_MADE = len(CALL_ANSWERS)
 
 
 @subroutine(inline=True)
@@ -137,7 +140,8 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
 # (``prepared.Prepared``): whether the call decides first (matmul's and gemm's small ways in)
 # or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
 # addresses of the workspace's buffers (``Workspace``'s fields); the small-product limits;
-# and the address of ``numpy.ndarray``, the one type of A, B and C the routine reads.
+# the address of ``numpy.ndarray``, the one type of A, B and C the routine reads; and, to
+# make a result, the addresses of NumPy's ``PyArray_NewFromDescr`` and of the dtype.
 CALL_CONTEXT = (
     "decide",
     "lane_sums",
@@ -151,6 +155,8 @@ CALL_CONTEXT = (
     "few_rows",
     "column_tiles",
     "array_type",
+    "new_array",
+    "descr",
 )
 (
     DECIDE,
@@ -165,9 +171,13 @@ CALL_CONTEXT = (
     FEW_ROWS,
     COLUMN_TILES,
     ARRAY_TYPE,
+    NEW_ARRAY,
+    DESCR,
 ) = range(len(CALL_CONTEXT))
-# What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python floats).
+# What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python
+# floats); or A and B alone (MAKE_ARGUMENTS), to make C.
 CALL_ARGUMENTS = 5
+MAKE_ARGUMENTS = 2
 
 
 @linked
@@ -188,13 +198,18 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     elements (the general path says what is wrong), or C may overlap A or B (an ``out=``;
     the general path computes into a new array and copies); SMALL_PLANNED for a product the
     planner must place (``small_product_route``; or a continued chain, alpha == beta == 1,
-    whose B has no contiguous rows); else it computes the product: SMALL_DONE.
+    whose B has no contiguous rows); else it computes the product: SMALL_DONE.  Called with
+    A and B alone (MAKE_ARGUMENTS; not both vectors), it decides the same for C = A.B and
+    makes C itself, matmul's result as ``numpy.empty`` would (``made_result``), once it
+    knows the product is small: the builtin then returns it (SMALL_MADE).
     Without ``decide`` it computes the product the planner placed here (2-D operands)."""
-    if count != CALL_ARGUMENTS:
+    decide = word_at(context + 8 * DECIDE) != 0
+    makes = decide and count == MAKE_ARGUMENTS
+    if count != CALL_ARGUMENTS and not makes:
         store_word(answer, SMALL_REFUSED)
         return
-    a_object, b_object, c_object = word_at(arguments), word_at(arguments + 8), word_at(arguments + 16)
-    decide = word_at(context + 8 * DECIDE) != 0
+    a_object, b_object = word_at(arguments), word_at(arguments + 8)
+    c_object = a_object if makes else word_at(arguments + 16)  # C read once made, below
     array_type = word_at(context + 8 * ARRAY_TYPE)
     if decide and not (
         word_at(a_object + OBJECT_TYPE) == array_type
@@ -203,15 +218,22 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     ):
         store_word(answer, SMALL_REFUSED)  # before reading a field that only arrays have
         return
-    alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
-    beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
+    if makes:
+        alpha, beta = one_of(like), zero_of(like)
+    else:
+        alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
+        beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
     size = element_size(like)
     a_vector = int32_at(a_object + ARRAY_NDIM) == 1  # then C is a row, else a column or matrix
     count_a, m, k, rs_a, cs_a, readable_a = matrix_fields(a_object, size, True)
     count_b, k_b, n, rs_b, cs_b, readable_b = matrix_fields(b_object, size, False)
-    count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size, a_vector)
+    if makes:  # C as it will be made, C-ordered: of a matrix, a folded stack or a vector times a matrix, or of a matrix times a vector
+        b_matrix = int32_at(b_object + ARRAY_NDIM) == 2
+        count_c, m_c, n_c, rs_c, cs_c = count_a, m, n, n, 1
+        readable_c = b_matrix or int32_at(a_object + ARRAY_NDIM) == 2
+    else:
+        count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size, a_vector)
     a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
-    c_data = word_at(c_object + ARRAY_DATA)
     if decide:
         if (
             not (readable_a and readable_b and readable_c)
@@ -223,17 +245,27 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         ):
             store_word(answer, SMALL_REFUSED)
             return
-        c_span = byte_span(c_data, (m, n), (rs_c * size, cs_c * size), size)
-        if spans_meet(c_span, byte_span(a_data, (m, k), (rs_a * size, cs_a * size), size)) or spans_meet(
-            c_span, byte_span(b_data, (k, n), (rs_b * size, cs_b * size), size)
-        ):
-            store_word(answer, SMALL_REFUSED)
-            return
+        if not makes:
+            c_data = word_at(c_object + ARRAY_DATA)
+            c_span = byte_span(c_data, (m, n), (rs_c * size, cs_c * size), size)
+            a_span = byte_span(a_data, (m, k), (rs_a * size, cs_a * size), size)
+            if spans_meet(c_span, a_span) or spans_meet(
+                c_span, byte_span(b_data, (k, n), (rs_b * size, cs_b * size), size)
+            ):
+                store_word(answer, SMALL_REFUSED)
+                return
         chained = continued(alpha, beta, like)
         limits = context + 8 * MAX_VOLUME
         if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like) == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
+        if makes:
+            c_object = made_result(context, a_object, b_object, count_a, m, n)
+            store_word(answer, SMALL_MADE)
+            store_word(answer + 8, c_object)
+            if c_object == 0:
+                return  # MemoryError, set
+    c_data = word_at(c_object + ARRAY_DATA)
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)
     gemm_unpacked(
         tiles,
@@ -248,7 +280,32 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         word_at(context + 8 * KC),
         workspace_at(context + 8 * ABUF, like),
     )
-    store_word(answer, SMALL_DONE)
+    if not makes:
+        store_word(answer, SMALL_DONE)
+
+
+@subroutine(inline=True)
+def made_result(context, a_object, b_object, stacked, rows, n):
+    """The address of a new C-ordered array for matmul's result of A and B: a matrix or a
+    stack of ``stacked`` (A folded: its first two dimensions), of ``rows`` rows in all, by n;
+    a vector where A or B is one; 0 with MemoryError set."""
+    a_ndim, b_ndim = int32_at(a_object + ARRAY_NDIM), int32_at(b_object + ARRAY_NDIM)
+    ndim, d0, d1, d2 = 2, rows, n, 0
+    if a_ndim == 1:
+        ndim, d0 = 1, n
+    elif b_ndim == 1:
+        ndim, d0 = 1, rows
+    elif a_ndim == 3:
+        ndim, d0, d1, d2 = 3, stacked, rows // stacked if stacked > 0 else 0, n
+    return new_array(
+        word_at(context + 8 * NEW_ARRAY),
+        word_at(context + 8 * ARRAY_TYPE),
+        word_at(context + 8 * DESCR),
+        ndim,
+        d0,
+        d1,
+        d2,
+    )
 
 
 @subroutine(inline=True)
