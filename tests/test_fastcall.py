@@ -119,6 +119,7 @@ def test_the_small_ways_in_make_matmul_s_result(kernel, dtype):
         ((3, 4, 5), (5, 6)),
         ((5,), (5, 4)),
         ((6, 5), (5,)),
+        ((5,), (5,)),
         ((4, 6, 5), (4, 5, 3)),
     ):
         a, b = rng.standard_normal(a_shape).astype(dtype), rng.standard_normal(b_shape).astype(dtype)

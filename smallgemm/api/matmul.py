@@ -271,15 +271,15 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                     return c
                 if made is not SMALL_REFUSED:
                     return made
-            elif ndim_b == 1 and ndim == 1:
-                c = _EMPTY((), dtype)
-                route = prep.small(a, b, c, 1.0, 0.0)
-                if route == SMALL_PLANNED:  # the planner, on a row and a column
-                    strategies.compute(1.0, a.reshape(1, len(a)), b.reshape(len(b), 1), 0.0, c.reshape(1, 1))
-                    route = SMALL_DONE
-                if route == SMALL_DONE:
-                    return c[()]
-                del c
+            elif ndim_b == 1 and ndim == 1:  # the builtin makes a 0-d result: NumPy's scalar of it
+                made = prep.small(a, b)
+                if made is SMALL_PLANNED:  # the planner, on a row and a column
+                    made = _EMPTY((), dtype)
+                    strategies.compute(
+                        1.0, a.reshape(1, len(a)), b.reshape(len(b), 1), 0.0, made.reshape(1, 1)
+                    )
+                if made is not SMALL_REFUSED:
+                    return made[()]
     if type(a) is _NDARRAY and type(b) is _NDARRAY and not kwargs:
         # The other common cases with the least Python between the call and the kernel, which
         # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the

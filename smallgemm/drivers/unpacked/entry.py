@@ -199,8 +199,8 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     the general path computes into a new array and copies); SMALL_PLANNED for a product the
     planner must place (``small_product_route``; or a continued chain, alpha == beta == 1,
     whose B has no contiguous rows); else it computes the product: SMALL_DONE.  Called with
-    A and B alone (MAKE_ARGUMENTS; not both vectors), it decides the same for C = A.B and
-    makes C itself, matmul's result as ``numpy.empty`` would (``made_result``), once it
+    A and B alone (MAKE_ARGUMENTS), it decides the same for C = A.B and makes C itself,
+    matmul's result as ``numpy.empty`` would (``made_result``; 0-d for two vectors), once it
     knows the product is small: the builtin then returns it (SMALL_MADE).
     Without ``decide`` it computes the product the planner placed here (2-D operands)."""
     decide = word_at(context + 8 * DECIDE) != 0
@@ -227,10 +227,9 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     a_vector = int32_at(a_object + ARRAY_NDIM) == 1  # then C is a row, else a column or matrix
     count_a, m, k, rs_a, cs_a, readable_a = matrix_fields(a_object, size, True)
     count_b, k_b, n, rs_b, cs_b, readable_b = matrix_fields(b_object, size, False)
-    if makes:  # C as it will be made, C-ordered: of a matrix, a folded stack or a vector times a matrix, or of a matrix times a vector
-        b_matrix = int32_at(b_object + ARRAY_NDIM) == 2
+    if makes:  # C as it will be made, C-ordered (matmul's result: a stack only of a stack times a matrix)
         count_c, m_c, n_c, rs_c, cs_c = count_a, m, n, n, 1
-        readable_c = b_matrix or int32_at(a_object + ARRAY_NDIM) == 2
+        readable_c = count_a == 0 or int32_at(b_object + ARRAY_NDIM) == 2
     else:
         count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size, a_vector)
     a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
@@ -288,10 +287,12 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
 def made_result(context, a_object, b_object, stacked, rows, n):
     """The address of a new C-ordered array for matmul's result of A and B: a matrix or a
     stack of ``stacked`` (A folded: its first two dimensions), of ``rows`` rows in all, by n;
-    a vector where A or B is one; 0 with MemoryError set."""
+    a vector where A or B is one, a 0-d array where both are; 0 with MemoryError set."""
     a_ndim, b_ndim = int32_at(a_object + ARRAY_NDIM), int32_at(b_object + ARRAY_NDIM)
     ndim, d0, d1, d2 = 2, rows, n, 0
-    if a_ndim == 1:
+    if a_ndim == 1 and b_ndim == 1:
+        ndim = 0
+    elif a_ndim == 1:
         ndim, d0 = 1, n
     elif b_ndim == 1:
         ndim, d0 = 1, rows
