@@ -1,5 +1,7 @@
 """A matrix times a vector: the row dots, their pairs and starts, lane-wise sums, threads."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import blocked_product, random_matrix
@@ -434,3 +436,41 @@ def test_gemv_with_vectors(kernel, dtype):
     got = smallgemm.matmul(w, u)
     assert got.shape == (300,)
     assert_close(got[:, None], 1.0, w, u[:, None])
+
+
+@njit
+def _strips_taken(rule, m, n, k, b):
+    return unpacked.row_dots.strips_in_registers(rule, m, n, k, simd.address(b))
+
+
+def test_one_row_past_the_l3_fetch_bytes_leaves_the_register_strips_to_the_stream():
+    """A GEMV tile with ``row_fetch.l3_min_bytes`` (the AVX-512 kernel's on Intel) streams one
+    row times a B of that many bytes or more, requesting it ahead; a few rows keep their
+    register strips up to ``min_bytes``, and without ``l3_min_bytes`` one row does too."""
+    gemv = next(kernel.gemv for kernel in KERNELS if kernel.gemv.row_fetch is not None)
+    fetch = gemv.row_fetch
+    with_l3 = dataclasses.replace(gemv, row_fetch=dataclasses.replace(fetch, l3_min_bytes=1 << 20))
+    without = dataclasses.replace(gemv, row_fetch=dataclasses.replace(fetch, l3_min_bytes=0))
+    b = np.empty(1, np.float32)
+    n, k = 1024, 256  # 1 MiB of float32
+    assert not _strips_taken(with_l3, 1, n, k, b)
+    assert _strips_taken(with_l3, 1, n, k - 1, b)
+    assert _strips_taken(with_l3, 2, n, k, b) and _strips_taken(without, 1, n, k, b)
+
+
+def test_one_row_times_a_b_past_the_l2_gives_the_packed_bits(kernel, dtype):
+    """One row times a B past a 2 MiB L2 (the stream with requests ahead on Intel's AVX-512
+    kernel, register strips elsewhere), edge columns, alpha and beta, on one thread and two:
+    the blocked driver's bits."""
+    rng = np.random.default_rng(12)
+    n = 2 * shared.GEMV_CHUNK + 5
+    k = (3 << 20) // (n * dtype.itemsize)
+    x, w = random_matrix(rng, (2, k), dtype), random_matrix(rng, (k, n), dtype)
+    expected = blocked_product(x, w)[:1]
+    c = random_matrix(rng, (1, n), dtype)
+    for threads in (1, 2):
+        with smallgemm.num_threads(threads):
+            np.testing.assert_array_equal(smallgemm.matmul(x[:1], w), expected, err_msg=f"{threads} threads")
+            np.testing.assert_array_equal(
+                smallgemm.gemm(0.5, x[:1], w, beta=-2.0, c=c.copy()), chain_reference(0.5, x[:1], w, -2.0, c)
+            )

@@ -1,5 +1,6 @@
 """The AVX-512 kernel: 14x32 float32, 14x16 float64, and its tuning."""
 
+from ..machine import cpu
 from ..simd import RowFetch, StreamSettings, TileShape
 from .config import BySize, KernelConfig, VendorCorrection
 from .kernel import Kernel
@@ -8,6 +9,14 @@ from .kernel import Kernel
 # the A block, so A takes half the L2 and a B slice 1024 columns (float64 1024^3 0.96x
 # NumPy against 0.85-0.89x with the model's MC).  A 1 MiB AMD L2 measured well with the model.
 INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
+
+# Intel: the single-row stream requests B's rows ahead from just past the L2 (``row_fetch``'s
+# ``l3_min_bytes``), where its L3 answers too slowly for the hardware prefetchers alone; one
+# Intel Xeon core (L2 2 MiB), float32, µs with / without: [1,384] @ [384,2048] (3 MiB)
+# 113.7-117.9 / 129.5-134.5, [1,512] @ [512,2048] 157.0-165.7 / 187.7-200.7, float64 [1,256] @
+# [256,1536] 114.9-137.6 / 125.0-129.8; 2 to 2.5 MiB and 16 MiB alike.  On AMD Zen 4 the
+# same requests from the L3 lost (below), so none there.
+INTEL_L3_FETCH_BYTES = cpu.caches()[1].size + 1 if cpu.vendor() == "GenuineIntel" else 0
 
 # The few-rows stream on the few-rows tile (strips of B four lines wide), one thread, one
 # Intel Xeon core unless named:
@@ -89,7 +98,8 @@ KERNEL = Kernel(
     # (``row_fetch``).  The hardware prefetchers alone left a 64 MiB B at ~65 % of the read
     # bandwidth; requests into the L1 (2048 elements ahead) cost the lines the row buffer
     # needs; from the L3 any request costs more than it gives (one AMD Zen 4 core, L2 1 MiB:
-    # B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB).
+    # B read at 31 GB/s with requests against 23 without at 16 MiB, 43 against 48 at 8 MiB;
+    # Intel's L3 differs: INTEL_L3_FETCH_BYTES).
     # 8-row groups: 1.01-1.13x as fast as 4-row with part of B still in the L3; where B stays
     # in the L3 they lost (0.80-0.97x), so not at any size (``wide_groups``; on an Intel Xeon
     # alike from 32 MiB: float32 [1,4096] @ [4096,2048] 1199-1215 us against 1197-1241).  With
@@ -105,7 +115,9 @@ KERNEL = Kernel(
         bits=512,
         fused=True,
         strips=12,
-        row_fetch=RowFetch(min_bytes=16 << 20, ahead=16384, wide_min_bytes=64 << 20),
+        row_fetch=RowFetch(
+            min_bytes=16 << 20, ahead=16384, wide_min_bytes=64 << 20, l3_min_bytes=INTEL_L3_FETCH_BYTES
+        ),
         wide_groups=False,
     ),
     # 16 zmm hold B, 8 the rows of C.

@@ -61,6 +61,7 @@ from .memory import (  # noqa: F401
     resident_depth,
     row_dots_rule,
     row_fetch_ahead,
+    row_fetch_l3_min_bytes,
     row_fetch_min_bytes,
     row_fetch_wide_min_bytes,
     short_rows_shape,

@@ -279,6 +279,7 @@ stream_transposed_fetch_max_run = _record_setting("stream", "transposed_fetch_ma
 row_fetch_min_bytes = _record_setting("row_fetch", "min_bytes")
 row_fetch_ahead = _record_setting("row_fetch", "ahead")
 row_fetch_wide_min_bytes = _record_setting("row_fetch", "wide_min_bytes")
+row_fetch_l3_min_bytes = _record_setting("row_fetch", "l3_min_bytes")
 dot_pair_max_rows_per_set = _record_setting("dot_pairs", "max_rows_per_set")
 dot_pair_max_streams = _record_setting("dot_pairs", "max_streams")
 dot_pair_max_bytes = _record_setting("dot_pairs", "max_bytes")

@@ -47,12 +47,16 @@ class StreamSettings:
 class RowFetch:
     """The single-row stream's requests ahead (``unpacked.gemv_rows``; ``TileShape.row_fetch``).
 
-    From ``min_bytes`` of B it requests B's rows ``ahead`` elements ahead into the L2; from
-    ``wide_min_bytes`` it adds rows ``AXPY_ROWS_WIDE`` at a time, its requests twice as far."""
+    From ``min_bytes`` of B (read from memory) it requests B's rows ``ahead`` elements ahead
+    into the L2; from ``wide_min_bytes`` it adds rows ``AXPY_ROWS_WIDE`` at a time, its
+    requests twice as far.  From ``l3_min_bytes`` (0: never) it requests them where B is read
+    from the L3 too: one row only, since the register strips of a few rows read B from the
+    caches up to ``min_bytes``."""
 
     min_bytes: int
     ahead: int
     wide_min_bytes: int
+    l3_min_bytes: int
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from ...simd import (
     multiply_add,
     prefetch_read_l2,
     row_fetch_ahead,
+    row_fetch_l3_min_bytes,
     row_fetch_min_bytes,
     row_fetch_wide_min_bytes,
     strip_sums,
@@ -75,11 +76,13 @@ def strips_in_registers(rule, m, n, k, b):
     """Whether ``gemv_rows`` holds m rows of C in register strips (``row_strips``): up to the
     kernel's GEMV tile's ``strips`` rows, and B under the bytes from which its single-row
     stream requests B ahead (``row_fetch.min_bytes``: B read from memory, where the strips'
-    rows a stride apart wait on it)."""
-    from_memory = row_fetch_min_bytes(rule)
-    return m <= tile_strips(rule) and (
-        from_memory == 0 or n * k * (64 // line_elements(rule, b)) < from_memory
-    )
+    rows a stride apart wait on it); one row not from its ``row_fetch.l3_min_bytes`` (the
+    stream's requests then fetch B from the L3 faster than the strips read it)."""
+    from_memory, from_l3 = row_fetch_min_bytes(rule), row_fetch_l3_min_bytes(rule)
+    b_bytes = n * k * (64 // line_elements(rule, b))
+    if m == 1 and from_l3 > 0 and b_bytes >= from_l3:
+        return False
+    return m <= tile_strips(rule) and (from_memory == 0 or b_bytes < from_memory)
 
 
 @linked
@@ -114,8 +117,10 @@ def gemv_rows(rule, m, n, k, alpha, beta, a, b, c, kc, row):
     item_bytes = 64 // line_elements(rule, w)
     # The kernel's choice (its GEMV tile's ``row_fetch``; 0: none).
     fetch_from, wide_from = row_fetch_min_bytes(rule), row_fetch_wide_min_bytes(rule)
-    fetch = fetch_from > 0 and n * k * item_bytes >= fetch_from
-    wide = tile_wide_groups(rule) != 0 or (wide_from > 0 and n * k * item_bytes >= wide_from)
+    from_l3 = row_fetch_l3_min_bytes(rule)
+    b_bytes = n * k * item_bytes
+    fetch = (fetch_from > 0 and b_bytes >= fetch_from) or (from_l3 > 0 and b_bytes >= from_l3)
+    wide = tile_wide_groups(rule) != 0 or (wide_from > 0 and b_bytes >= wide_from)
     group = AXPY_ROWS_WIDE if wide else AXPY_ROWS
     # From memory (a B the requests fetch) the lead's columns, added one by one, cost
     # more than split loads: [1,4096] @ [4096,4096] float32 1-10 % slower aligned.
