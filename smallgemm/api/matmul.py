@@ -237,8 +237,8 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
     if out is None and not kwargs:
         # The commonest calls first: two matrices, a stack of them times one, two stacks along
         # one batch axis, or a matrix and a vector or two vectors, of one float dtype into a
-        # new array (a 16x16 float32 product: ~0.55 us, of which the builtin, making the
-        # result too, ~0.25; benchmarks/small_calls.py --breakdown).
+        # new array (a 16x16 float32 product: ~0.46 us, of which the builtin, making the
+        # result too, ~0.19; benchmarks/small_calls.py --breakdown).
         # The compiled ways in check that all are ndarrays, not subclasses or look-alikes,
         # and the rest (runners.run_small and run_small_stack, inline).
         try:
