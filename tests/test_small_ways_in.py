@@ -321,3 +321,24 @@ def test_a_stack_times_one_matrix(kernel, dtype, layout):
     for t in range(4):
         np.testing.assert_array_equal(got[t], smallgemm.matmul(np.array(a[t]), b))
     assert_close(got, 1.0, a, b)
+
+
+@pytest.mark.parametrize("rows", [8, 300], ids=["small", "planned"])
+def test_a_stack_times_one_matrix_into_out_and_with_more_axes(kernel, dtype, rows):
+    """A linear layer into an ``out=`` that folds, one that does not (every other matrix of a
+    larger array: the general path), and a stack of two batch axes times one matrix: each
+    result is the one product's bits, small or planned."""
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((2, 3, rows, 20)).astype(dtype)
+    b = rng.standard_normal((20, 45)).astype(dtype)
+    expected = chain_reference(1.0, a.reshape(-1, 20), b).reshape(2, 3, rows, 45)
+    np.testing.assert_array_equal(smallgemm.matmul(a, b), expected)
+    layer = a[0]
+    folding = np.full((3, rows, 45), np.nan, dtype)
+    assert smallgemm.matmul(layer, b, out=folding) is folding
+    np.testing.assert_array_equal(folding, expected[0])
+    apart = np.full((6, rows, 45), np.nan, dtype)
+    every_other = apart[::2]
+    assert smallgemm.matmul(layer, b, out=every_other) is every_other
+    np.testing.assert_array_equal(every_other, expected[0])
+    assert np.isnan(apart[1::2]).all()

@@ -22,7 +22,6 @@ from numpy.typing import ArrayLike
 from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from ..machine.threads import workers as _workers
 from ..plan import in_force, prepared, strategies
-from ..plan.runners import run_small_stack
 from . import ufunc_call
 from .packed import PackedMatrix
 
@@ -258,6 +257,16 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                     return _planned_product(a, b, dtype)
                 if made is not SMALL_REFUSED:
                     return made
+            elif ndim_b == 2 and ndim > 3:  # a stack of more axes times one matrix, folded here
+                rows = _fold_rows(a)
+                if rows is not None:
+                    c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
+                    c_rows = c.reshape(len(rows), b.shape[1])
+                    route = prep.small(rows, b, c_rows, 1.0, 0.0)
+                    if route == SMALL_PLANNED:
+                        strategies.compute(1.0, rows, b, 0.0, c_rows)
+                    if route != SMALL_REFUSED:
+                        return c
             elif ndim_b == 3 and ndim == 3:
                 # Asked as if threads may run (the thread count costs ~0.12 us of a ~1 us
                 # call), and again on one thread for a stack planned where that matters; the
@@ -280,60 +289,44 @@ def matmul(a: ArrayLike, b: ArrayLike | PackedMatrix, out: Any = None, **kwargs:
                     )
                 if made is not SMALL_REFUSED:
                     return made[()]
-    if type(a) is _NDARRAY and type(b) is _NDARRAY and not kwargs:
-        # The other common cases with the least Python between the call and the kernel, which
-        # checks the rest (runners.run_small, runners.run_small_stack): an ``out`` of the
-        # operands' dtype and dimensions goes there too; the compiled way in checks its
-        # shape and strides and leaves it to the general path where it may overlap an operand.
-        dtype = a.dtype
-        ndim_a, ndim_b = a.ndim, b.ndim
-        ours = dtype is b.dtype and (dtype is _F32 or dtype is _F64)
-        if out is not None:
-            ours = (
-                ours
-                and type(out) is _NDARRAY
-                and out.dtype is dtype
-                and out.ndim == ndim_a == ndim_b
-                and out.flags.writeable
-            )
-        if ours and ndim_b == 2 and ndim_a >= 2:
-            # A matrix, or a stack of them folded into one (a linear layer), times a matrix.
-            matrix = b
-            if ndim_a == 2:
-                rows = a
-            elif ndim_a == 3 and a.flags.c_contiguous:  # a view (a third of _fold_rows's cost)
-                rows = a.reshape(a.shape[0] * a.shape[1], a.shape[2])
-            else:
-                rows = _fold_rows(a)
-            if rows is not None:
-                if out is not None:
-                    c = c_rows = out
-                elif ndim_a == 2:
-                    c = c_rows = _EMPTY((a.shape[0], b.shape[1]), dtype)
-                else:
-                    c = _EMPTY((*a.shape[:-1], b.shape[1]), dtype)
-                    c_rows = c.reshape(rows.shape[0], b.shape[1])
-        else:
-            rows = None
-        if rows is not None:
-            prep = _PREPARED.last  # runners.run_small, inline: a Python call less (~0.03 us)
+    if (
+        out is not None
+        and not kwargs
+        and type(out) is _NDARRAY
+        and type(a) is _NDARRAY
+        and type(b) is _NDARRAY
+    ):
+        # An ``out`` of the operands' dtype and A's dimensions: a matrix, or a stack folded into
+        # one (a linear layer), times a matrix, or two stacks along one batch axis.  The
+        # compiled ways in check its shape and strides, and leave it to the general path where
+        # it may overlap an operand (runners.run_small and run_small_stack, inline).
+        dtype, ndim_a, ndim_b = a.dtype, a.ndim, b.ndim
+        if (
+            dtype is b.dtype
+            and out.dtype is dtype
+            and (dtype is _F32 or dtype is _F64)
+            and out.ndim == ndim_a
+            and out.flags.writeable
+        ):
+            prep = _PREPARED.last
             if prep.given_at != in_force.generation or prep.dtype is not dtype:
                 prep = prepared.current_prepared(dtype)
-            route = prep.small(rows, matrix, c_rows, 1.0, 0.0)
-            if route == SMALL_DONE:
-                return c
-            if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
-                strategies.compute(1.0, rows, matrix, 0.0, c_rows)
-                return c
-            del c, c_rows  # refused: freed before the general path allocates its own
-        elif ours and ndim_a == 3 and ndim_b == 3 and out is not None:
-            # Two stacks along one batch axis into ``out`` (the compiled way in checks its shape).
-            route = run_small_stack(a, b, out, dtype)
-            if route == SMALL_DONE:
-                return out
-            if route == SMALL_PLANNED:
-                _run_stack(a, b, out)
-                return out
+            if ndim_b == 2 and (ndim_a == 2 or ndim_a == 3):
+                route = prep.small(a, b, out, 1.0, 0.0)  # the builtin folds a stack and its out
+                if route == SMALL_DONE:
+                    return out
+                if route == SMALL_PLANNED:  # valid, not small: the planner (the general way costs ~3 us more)
+                    rows, c_rows = (a, out) if ndim_a == 2 else (_fold_rows(a), _fold_rows(out))
+                    if rows is not None and c_rows is not None:
+                        strategies.compute(1.0, rows, b, 0.0, c_rows)
+                        return out
+            elif ndim_b == 3 and ndim_a == 3:
+                route = prep.small_stack(a, b, out, _workers() > 1)
+                if route == SMALL_DONE:
+                    return out
+                if route == SMALL_PLANNED:
+                    _run_stack(a, b, out)
+                    return out
     if isinstance(b, PackedMatrix):
         return _matmul_packed(a, b, out, kwargs)
     return ufunc_call.call(_product, a, b, out, kwargs)
