@@ -224,7 +224,7 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         store_word(answer, SMALL_MADE)
         store_word(answer + 8, c_object)
         if c_object == 0:
-            return  # MemoryError, set
+            return  # the builtin raises the exception NumPy set
         c_data = word_at(c_object + ARRAY_DATA)
     offsets = words_at(word_at(context + 8 * STACK_OFFSETS))
     for t in range(products):

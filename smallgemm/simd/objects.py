@@ -134,8 +134,9 @@ def numpy_api_function(index: int) -> int:
 def new_array(typingctx, new_from_descr, array_type, descr, ndim, d0, d1, d2):
     """A new C-ordered array of ``ndim`` (0 to 3) dimensions ``d0, d1, d2`` (the first
     ``ndim`` of them), whose elements the caller writes: the address of a new reference,
-    or 0 with Python's exception set (MemoryError).  ``new_from_descr``: the address of
-    NumPy's ``PyArray_NewFromDescr`` (``numpy_api_function``); ``array_type``: of
+    or 0 with the exception NumPy set (MemoryError; ValueError for a size past its limit).
+    ``new_from_descr``: the address of NumPy's ``PyArray_NewFromDescr``
+    (``numpy_api_function``); ``array_type``: of
     ``numpy.ndarray``; ``descr``: of its dtype, which the call takes a reference to.  The
     caller holds the GIL."""
     if not all(isinstance(t, types.Integer) for t in (new_from_descr, array_type, descr, ndim, d0, d1, d2)):

@@ -263,7 +263,7 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             store_word(answer, SMALL_MADE)
             store_word(answer + 8, c_object)
             if c_object == 0:
-                return  # MemoryError, set
+                return  # the builtin raises the exception NumPy set
     c_data = word_at(c_object + ARRAY_DATA)
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)
     gemm_unpacked(
@@ -287,7 +287,7 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
 def made_result(context, a_object, b_object, stacked, rows, n):
     """The address of a new C-ordered array for matmul's result of A and B: a matrix or a
     stack of ``stacked`` (A folded: its first two dimensions), of ``rows`` rows in all, by n;
-    a vector where A or B is one, a 0-d array where both are; 0 with MemoryError set."""
+    a vector where A or B is one, a 0-d array where both are; 0 with the exception NumPy set."""
     a_ndim, b_ndim = int32_at(a_object + ARRAY_NDIM), int32_at(b_object + ARRAY_NDIM)
     ndim, d0, d1, d2 = 2, rows, n, 0
     if a_ndim == 1 and b_ndim == 1:
