@@ -124,7 +124,11 @@ NEW_FROM_DESCR_INDEX = 94
 
 def numpy_api_function(index: int) -> int:
     """The address of function ``index`` of NumPy's C API table."""
-    capsule = np._core._multiarray_umath._ARRAY_API
+    try:
+        from numpy._core import _multiarray_umath
+    except ImportError:  # NumPy 1.x
+        from numpy.core import _multiarray_umath
+    capsule = _multiarray_umath._ARRAY_API
     pointer_of = ctypes.pythonapi.PyCapsule_GetPointer
     pointer_of.restype, pointer_of.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
     return ctypes.c_void_p.from_address(pointer_of(capsule, None) + 8 * index).value
