@@ -146,7 +146,7 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     general path then rejects or computes through a copy; beta == 0 never reads c."""
     from conftest import random_matrix
 
-    from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_REFUSED
+    from smallgemm.drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
     from smallgemm.plan import runners, strategies
 
     rng = np.random.default_rng(21)
@@ -166,8 +166,12 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
             if beta == 0:
                 c[...] = np.nan
             before = c.copy()
-            assert runners.run_small_scaled(alpha, a.T, b, beta, c, dtype) == SMALL_DONE
-            np.testing.assert_array_equal(c, expected, err_msg=f"{alpha} {beta} {layout}")
+            if alpha == 0:  # nothing to multiply: the planner's "scale only" row, c untouched here
+                assert runners.run_small_scaled(alpha, a.T, b, beta, c, dtype) == SMALL_PLANNED
+                np.testing.assert_array_equal(c, before)
+            else:
+                assert runners.run_small_scaled(alpha, a.T, b, beta, c, dtype) == SMALL_DONE
+                np.testing.assert_array_equal(c, expected, err_msg=f"{alpha} {beta} {layout}")
             c[...] = before
             got = smallgemm.gemm(alpha, a, b, beta=beta, c=c, trans_a=True, overwrite_c=True)
             assert got is c
@@ -185,3 +189,21 @@ def test_the_small_way_in_of_gemm(kernel, dtype):
     got = smallgemm.gemm(2.0, square, other, beta=1.0, c=square, overwrite_c=True)
     assert got is square
     assert_close(got, 2.0, original, other, 1.0, original)
+
+
+def test_alpha_zero_reads_neither_operand_on_every_way_in(kernel, dtype):
+    """With alpha == 0 the result is beta*c, or zeros, whatever A and B hold (BLAS's rule, the
+    planner's "scale only" row), once the small ways in are in use too: a NaN in A or B never
+    reaches the result, into a new array or into c."""
+    rng = np.random.default_rng(22)
+    a, b = rng.standard_normal((9, 7)).astype(dtype), rng.standard_normal((7, 5)).astype(dtype)
+    for _ in range(2):
+        smallgemm.gemm(1.0, a, b)  # the small way in is in use from here on
+    a[2, 3] = b[1, 1] = np.nan
+    c = rng.standard_normal((9, 5)).astype(dtype)
+    for alpha in (0.0, 0):
+        np.testing.assert_array_equal(smallgemm.gemm(alpha, a, b), np.zeros((9, 5), dtype))
+        np.testing.assert_array_equal(smallgemm.gemm(alpha, a, b, beta=2.0, c=c), 2 * c)
+        into = c.copy()
+        assert smallgemm.gemm(alpha, a, b, beta=0.5, c=into, overwrite_c=True) is into
+        np.testing.assert_array_equal(into, (0.5 * c).astype(dtype))

@@ -11,9 +11,9 @@ import numbers
 
 import numpy as np
 
-from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED
+from ..drivers.unpacked import SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
 from ..plan import strategies
-from ..plan.runners import run_small_scaled
+from ..plan.runners import run_small_made, run_small_scaled
 from .packed import PackedMatrix
 
 _FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -121,21 +121,24 @@ def gemm(
         if dtype is b.dtype and (dtype is _F32 or dtype is _F64) and a.ndim == 2 and b.ndim == 2:
             op_a = a.T if trans_a else a
             op_b = b.T if trans_b else b
-            out = None
-            if c is None:
-                out, beta = np.empty((op_a.shape[0], op_b.shape[1]), dtype), 0.0
+            if c is None:  # a small product's result is made by the compiled way in
+                made = run_small_made(float(alpha), op_a, op_b, dtype)
+                if made is SMALL_PLANNED:
+                    out = np.empty((op_a.shape[0], op_b.shape[1]), dtype)
+                    strategies.compute(float(alpha), op_a, op_b, 0.0, out)
+                    return out
+                if made is not SMALL_REFUSED:
+                    return made
             elif (
                 overwrite_c and type(c) is _NDARRAY and c.dtype is dtype and c.ndim == 2 and c.flags.writeable
             ):
                 out = c
-            if out is not None:
                 route = run_small_scaled(alpha, op_a, op_b, beta, out, dtype)
                 if route == SMALL_DONE:
                     return out
                 if route == SMALL_PLANNED:
                     strategies.compute(float(alpha), op_a, op_b, float(beta), out)
                     return out
-                del out  # refused: freed before the general path allocates its own
     alpha = as_scalar(alpha, "alpha")
     beta = as_scalar(beta, "beta")
     if isinstance(b, PackedMatrix):

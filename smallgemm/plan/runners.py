@@ -172,6 +172,17 @@ def run_small_scaled(
     return prep.small(a, b, c, float(prep.scalar(alpha)), float(prep.scalar(beta)))
 
 
+def run_small_made(alpha: float, a: np.ndarray, b: np.ndarray, dtype: np.dtype):
+    """alpha*A.B into a new array that the compiled way in makes, if it is a small product
+    (gemm's way in without c): A and B matrices of one float dtype, ``alpha`` a Python float.
+    Returns the array, or SMALL_PLANNED or SMALL_REFUSED as ``run_small`` answers them, nothing
+    made.  ``dtype``: theirs."""
+    prep = prepared.per_thread.last
+    if prep.given_at != in_force.generation or prep.dtype is not dtype:
+        prep = prepared.current_prepared(dtype)
+    return prep.small(a, b, alpha)
+
+
 def run_small_stack(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: np.dtype) -> int:
     """C[t] = A[t].B[t] for two stacks along one batch axis if each product is small and the
     stack not worth the threads, deciding so in compiled code (``batched.stack_call``).

@@ -175,7 +175,7 @@ CALL_CONTEXT = (
     DESCR,
 ) = range(len(CALL_CONTEXT))
 # What ``unpacked_call`` is called with: A, B, C (arrays of one float dtype), alpha, beta (Python
-# floats); or A and B alone (MAKE_ARGUMENTS), to make C.
+# floats); or A and B alone (MAKE_ARGUMENTS), to make C, and alpha after them (gemm's).
 CALL_ARGUMENTS = 5
 MAKE_ARGUMENTS = 2
 
@@ -198,13 +198,15 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     elements (the general path says what is wrong), or C may overlap A or B (an ``out=``;
     the general path computes into a new array and copies); SMALL_PLANNED for a product the
     planner must place (``small_product_route``; or a continued chain, alpha == beta == 1,
-    whose B has no contiguous rows); else it computes the product: SMALL_DONE.  Called with
-    A and B alone (MAKE_ARGUMENTS), it decides the same for C = A.B and makes C itself,
+    whose B has no contiguous rows; or alpha == 0, which reads neither A nor B: the table's
+    "scale only" row); else it computes the product: SMALL_DONE.  Called with
+    A and B alone (MAKE_ARGUMENTS), or with alpha, it decides the same for C = alpha*A.B and
+    makes C itself,
     matmul's result as ``numpy.empty`` would (``made_result``; 0-d for two vectors), once it
     knows the product is small: the builtin then returns it (SMALL_MADE).
     Without ``decide`` it computes the product the planner placed here (2-D operands)."""
     decide = word_at(context + 8 * DECIDE) != 0
-    makes = decide and count == MAKE_ARGUMENTS
+    makes = decide and (count == MAKE_ARGUMENTS or count == MAKE_ARGUMENTS + 1)
     if count != CALL_ARGUMENTS and not makes:
         store_word(answer, SMALL_REFUSED)
         return
@@ -220,6 +222,8 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
         return
     if makes:
         alpha, beta = one_of(like), zero_of(like)
+        if count > MAKE_ARGUMENTS:
+            alpha = element_from_double_at(word_at(arguments + 16) + FLOAT_VALUE, like)
     else:
         alpha = element_from_double_at(word_at(arguments + 24) + FLOAT_VALUE, like)
         beta = element_from_double_at(word_at(arguments + 32) + FLOAT_VALUE, like)
@@ -253,6 +257,9 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             ):
                 store_word(answer, SMALL_REFUSED)
                 return
+        if alpha == zero_of(like):  # nothing to multiply, A and B not read: the table's "scale only" row
+            store_word(answer, SMALL_PLANNED)
+            return
         chained = continued(alpha, beta, like)
         limits = context + 8 * MAX_VOLUME
         if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like) == SMALL_PLANNED:
