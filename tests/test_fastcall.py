@@ -12,8 +12,9 @@ from numba import types
 from reference import chain_reference
 
 import smallgemm
+from smallgemm.drivers import batched
 from smallgemm.drivers.batched import STACK_CALL_PRODUCTS, STACK_CONTEXT
-from smallgemm.drivers.unpacked import CALL_CONTEXT, SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED
+from smallgemm.drivers.unpacked import CALL_CONTEXT, SMALL_DONE, SMALL_PLANNED, SMALL_REFUSED, entry
 from smallgemm.drivers.unpacked.entry import SMALL_LIMITS
 from smallgemm.plan import prepared, runners
 from smallgemm.simd import buffer_at, fastcall, objects
@@ -184,6 +185,14 @@ def test_each_small_way_in_holds_the_small_product_limits_in_one_run():
     for context in (CALL_CONTEXT, STACK_CONTEXT):
         first = context.index(SMALL_LIMITS[0])
         assert context[first : first + len(SMALL_LIMITS)] == SMALL_LIMITS
+
+
+def test_each_context_word_s_index_names_it():
+    """The routines read each context word by its index constant (``DECIDE``, ``STACK_KC``, ...):
+    every constant is the position of the word it is named after."""
+    for module, context, prefix in ((entry, CALL_CONTEXT, ""), (batched, STACK_CONTEXT, "STACK_")):
+        for position, word in enumerate(context):
+            assert getattr(module, prefix + word.upper()) == position, (prefix, word)
 
 
 def test_a_thread_s_small_way_in_is_a_builtin_bound_to_its_own_workspace():

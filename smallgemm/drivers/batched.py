@@ -49,6 +49,7 @@ from .unpacked import (
     SMALL_MADE,
     SMALL_PLANNED,
     SMALL_REFUSED,
+    SMALL_WAY_CONTEXT,
     STREAM_SIZE,
     byte_span,
     gemm_unpacked_stack,
@@ -69,31 +70,10 @@ def batch_entry(tiles, a, b, c, offsets, unpacked, blocks, ws):
 
 
 # The int64 values bound to a prepared state's ``stack_call`` builtin, in this order
-# (``prepared.Prepared``): the row-dots rule's lane-wise flag; KC; the addresses of the
-# workspace's buffers (``Workspace``'s fields); the small-product limits; the stack's limits for
-# threads (``rules.stack_worth_threads``); the address of ``numpy.ndarray``, the one type of
-# A, B and C the routine reads, and of ``True``; the address of a buffer for the
-# matrices' offsets, three runs of STACK_CALL_PRODUCTS; and, to make a result, the addresses
-# of NumPy's ``PyArray_NewFromDescr`` and of the dtype.
-STACK_CONTEXT = (
-    "lane_sums",
-    "kc",
-    "abuf",
-    "bbuf",
-    "scratch",
-    "sums",
-    "max_volume",
-    "min_stream",
-    "few_rows",
-    "column_tiles",
-    "parallel_volume",
-    "product_overhead",
-    "array_type",
-    "true",
-    "offsets",
-    "new_array",
-    "descr",
-)
+# (``prepared.Prepared``): the small ways in's (``unpacked.SMALL_WAY_CONTEXT``); the stack's
+# limits for threads (``stack_shared_out``); the address of ``True``; and the address of a
+# buffer for the matrices' offsets, three runs of STACK_CALL_PRODUCTS.
+STACK_CONTEXT = (*SMALL_WAY_CONTEXT, "parallel_volume", "product_overhead", "true", "offsets")
 (
     STACK_LANE_SUMS,
     STACK_KC,
@@ -105,13 +85,13 @@ STACK_CONTEXT = (
     STACK_MIN_STREAM,
     STACK_FEW_ROWS,
     STACK_COLUMN_TILES,
-    STACK_PARALLEL_VOLUME,
-    STACK_PRODUCT_OVERHEAD,
     STACK_ARRAY_TYPE,
-    STACK_TRUE,
-    STACK_OFFSETS,
     STACK_NEW_ARRAY,
     STACK_DESCR,
+    STACK_PARALLEL_VOLUME,
+    STACK_PRODUCT_OVERHEAD,
+    STACK_TRUE,
+    STACK_OFFSETS,
 ) = range(len(STACK_CONTEXT))
 # The most products a stack may hold on the small way in: its offsets buffer's length.  A
 # longer stack is planned (``strategies.compute``), whose Python costs ~3 us more: under 2 %.

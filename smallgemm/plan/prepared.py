@@ -169,22 +169,16 @@ class Prepared:
                 self.workspace.sums,
             )
         )
-        context = dict(
-            zip(
-                CALL_CONTEXT,
-                (
-                    False,
-                    self.lane_sums,
-                    self.chain_sizes.kc,
-                    *workspace_at,
-                    *limits,
-                    id(np.ndarray),
-                    NEW_FROM_DESCR,
-                    id(dtype),
-                ),
-                strict=True,
-            )
+        shared = (
+            self.lane_sums,
+            self.chain_sizes.kc,
+            *workspace_at,
+            *limits,
+            id(np.ndarray),
+            NEW_FROM_DESCR,
+            id(dtype),
         )
+        context = dict(zip(CALL_CONTEXT, (False, *shared), strict=True))
         self.unpacked = FirstCall(
             self, "unpacked", entries.UNPACKED, np.array(list(context.values()), np.int64)
         )
@@ -199,25 +193,14 @@ class Prepared:
         self.batched = FirstUse(self, "batched", entries.BATCHED)
         # The small stack's builtin: the offsets of a stack's matrices go to this buffer.
         self.stack_offsets = np.empty(3 * STACK_CALL_PRODUCTS, np.int64)
-        stack_context = dict(
-            zip(
-                STACK_CONTEXT,
-                (
-                    self.lane_sums,
-                    self.chain_sizes.kc,
-                    *workspace_at,
-                    *limits,
-                    config.parallel_min_stack_volume.of(dtype.itemsize),
-                    config.stack_product_overhead.of(dtype.itemsize),
-                    id(np.ndarray),
-                    id(True),
-                    self.stack_offsets.ctypes.data,
-                    NEW_FROM_DESCR,
-                    id(dtype),
-                ),
-                strict=True,
-            )
+        stack_values = (
+            *shared,
+            config.parallel_min_stack_volume.of(dtype.itemsize),
+            config.stack_product_overhead.of(dtype.itemsize),
+            id(True),
+            self.stack_offsets.ctypes.data,
         )
+        stack_context = dict(zip(STACK_CONTEXT, stack_values, strict=True))
         # Fetched once a product has needed the batch entry or the unpacked one: either tells
         # that small products are in use.
         self.small_stack = FirstSmall(

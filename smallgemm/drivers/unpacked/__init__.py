@@ -18,6 +18,7 @@ from .entry import (  # noqa: F401
     SMALL_MADE,
     SMALL_PLANNED,
     SMALL_REFUSED,
+    SMALL_WAY_CONTEXT,
     byte_span,
     small_product,
     small_product_route,

@@ -136,28 +136,28 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
     return SMALL_PLANNED
 
 
-# The int64 values bound to a prepared state's ``unpacked_call`` builtins, in this order
-# (``prepared.Prepared``): whether the call decides first (matmul's and gemm's small ways in)
-# or computes a product the planner placed; the row-dots rule's lane-wise flag; KC; the
-# addresses of the workspace's buffers (``Workspace``'s fields); the small-product limits;
-# the address of ``numpy.ndarray``, the one type of A, B and C the routine reads; and, to
-# make a result, the addresses of NumPy's ``PyArray_NewFromDescr`` and of the dtype.
-CALL_CONTEXT = (
-    "decide",
+# The int64 values that both small ways in's contexts begin with (this one's and the stack's,
+# ``batched.STACK_CONTEXT``; ``prepared.Prepared`` builds them once): the row-dots rule's
+# lane-wise flag; KC; the addresses of the workspace's buffers (``Workspace``'s fields); the
+# small-product limits; the address of ``numpy.ndarray``, the one type of A, B and C the
+# routines read; and, to make a result, the addresses of NumPy's ``PyArray_NewFromDescr`` and
+# of the dtype.
+SMALL_WAY_CONTEXT = (
     "lane_sums",
     "kc",
     "abuf",
     "bbuf",
     "scratch",
     "sums",
-    "max_volume",
-    "min_stream",
-    "few_rows",
-    "column_tiles",
+    *SMALL_LIMITS,
     "array_type",
     "new_array",
     "descr",
 )
+# The int64 values bound to a prepared state's ``unpacked_call`` builtins, in this order:
+# whether the call decides first (matmul's and gemm's small ways in) or computes a product the
+# planner placed, then SMALL_WAY_CONTEXT's.
+CALL_CONTEXT = ("decide", *SMALL_WAY_CONTEXT)
 (
     DECIDE,
     LANE_SUMS,
