@@ -207,3 +207,22 @@ def test_alpha_zero_reads_neither_operand_on_every_way_in(kernel, dtype):
         into = c.copy()
         assert smallgemm.gemm(alpha, a, b, beta=0.5, c=into, overwrite_c=True) is into
         np.testing.assert_array_equal(into, (0.5 * c).astype(dtype))
+
+
+def test_a_new_result_of_the_small_way_in_has_the_planner_s_bits(kernel, dtype):
+    """gemm without c (the compiled way in makes the result) on every transpose, alpha and
+    layout: each element the chain reference's, the result a new C-ordered array."""
+    from reference import chain_reference
+
+    rng = np.random.default_rng(23)
+    x, y = rng.standard_normal((13, 11)).astype(dtype), rng.standard_normal((11, 13)).astype(dtype)
+    for _ in range(2):
+        smallgemm.gemm(1.0, x, y)  # the small way in is in use from here on
+    for alpha in (1.0, -0.5, 3):
+        for trans_a in (False, True):
+            for trans_b in (False, True):
+                a = np.asfortranarray(x.T) if trans_a else x  # op(a) = x either way
+                b = y.T.copy() if trans_b else y
+                got = smallgemm.gemm(alpha, a, b, trans_a=trans_a, trans_b=trans_b)
+                assert got.flags.c_contiguous and got.flags.owndata and got.dtype == dtype
+                np.testing.assert_array_equal(got, chain_reference(float(alpha), x, y), err_msg=f"{alpha}")
