@@ -1,15 +1,17 @@
-"""An A without contiguous rows times one column, the small way in against the planner, around
-each kernel's ``column_tiles_max``; print Markdown.
+"""A with neither its rows nor its columns contiguous times one column, the small way in against
+the planner, around each kernel's ``column_tiles_max``; print Markdown.
 
     python benchmarks/column_tiles.py [--kernel avx2] [--sides 16,32,48,64,96,128]
 
-``A.T @ x`` with x of shape ``(k, 1)``: up to ``column_tiles_max`` elements of A the small way
-in computes it on the tiles, a vector's width per column; past it the planner turns it into a
-row times rows (``KernelConfig``).  For square A in F order this times, on one thread, each
-side both ways: ``matmul`` with the limit set above the product (the tiles) and below it (the
-planner), forcing the path with ``in_force.override_config``, each the best of 7 runs of 300
-calls.  A limit is right where the tiles are at least as fast up to it (planner / tiles >= 1)
-and not past it.  Any kernel runs on an x86-64 host (forced kernels: say so with the figures).
+``A @ x`` with A every other row and column of a matrix and x of shape ``(k, 1)``: up to
+``column_tiles_max`` elements of A the small way in computes it on the tiles, a vector's width
+per column; past it the planner places it (``KernelConfig``).  (With A's columns contiguous,
+``A.T @ x``, the small way in swaps it into a row times rows at any size.)  For square A this
+times, on one thread, each side both ways: ``matmul`` with the limit set above the product
+(the tiles) and below it (the planner), forcing the path with ``in_force.override_config``,
+each the best of 7 runs of 300 calls.  A limit is right where the tiles are at least as fast up
+to it (planner / tiles >= 1) and not past it.  Any kernel runs on an x86-64 host (forced
+kernels: say so with the figures).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main() -> None:
         print("|---|---|---|---|---|---|")
         for dtype in (np.float32, np.float64):
             for side in sides:
-                a = np.asfortranarray(rng.standard_normal((side, side)).astype(dtype))
+                a = rng.standard_normal((2 * side, 2 * side)).astype(dtype)[::2, ::2]
                 x = rng.standard_normal((side, 1)).astype(dtype)
                 times = []
                 for forced in (side * side, side * side - 1):  # tiles, then the planner

@@ -70,6 +70,12 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
     rng = np.random.default_rng(12)
     side = round(kernel.config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
     narrow_rows = kernel.config.few_rows_max + 1
+    narrow_cols = kernel.narrow.cols(dtype.itemsize)
+    # A narrow C of more rows than the few-rows limit: computed as given on a shallow A, turned
+    # over (planned) from the kernel's turned_narrow_min_a elements of A where it turns any.
+    turned_rows = max(narrow_rows, -(-kernel.config.turned_narrow_min_a.of(dtype.itemsize) // 40))
+    turned_a = random_matrix(rng, (min(turned_rows, 4096), 40), dtype)
+    turned = rules.turns_narrow(kernel.config, turned_a.shape[0], 2, turned_a, narrow_cols)
     records = np.zeros((6, 5), dtype=[("x", dtype), ("pad", np.int8)])
     records["x"] = rng.standard_normal((6, 5))
     cases = [
@@ -97,7 +103,13 @@ def test_the_small_way_in_decides_in_compiled_code(kernel, dtype):
             "narrow, many rows",
             random_matrix(rng, (narrow_rows, 40), dtype),
             random_matrix(rng, (40, 2), dtype),
-            SMALL_PLANNED if kernel.narrow.cols(dtype.itemsize) >= 2 * 2 else SMALL_DONE,
+            SMALL_DONE,
+        ),
+        (
+            "narrow, turned",
+            turned_a,
+            random_matrix(rng, (40, 2), dtype),
+            SMALL_PLANNED if turned else SMALL_DONE,
         ),
         ("k = 0", np.ones((3, 0), dtype), np.ones((0, 4), dtype), SMALL_PLANNED),
         ("part-element strides", records["x"], random_matrix(rng, (5, 3), dtype), SMALL_REFUSED),
@@ -219,6 +231,14 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
     config = kernel.config
     side = round(config.unpacked_max_volume.of(dtype.itemsize) ** (1 / 3))
     narrow_rows = config.few_rows_max + 1
+    # A narrow C of many rows: computed as given, unless A's rows are not contiguous (the
+    # planner swaps it) or A is large enough to be turned over (``rules.turns_narrow``).
+    narrow_cols = kernel.narrow.cols(dtype.itemsize)
+    swapped_narrow = layout == "transposed" and narrow_cols >= 2 * 2
+    turned_rows = min(4096, max(narrow_rows, -(-config.turned_narrow_min_a.of(dtype.itemsize) // 40)))
+    turned = swapped_narrow or rules.turns_narrow(
+        config, turned_rows, 2, np.empty((turned_rows, 40), dtype), narrow_cols
+    )
     # The fewest 16x16x16 products worth the threads (rules.stack_worth_threads), and one fewer.
     worth = (
         config.parallel_min_stack_volume.of(dtype.itemsize),
@@ -236,16 +256,8 @@ def test_the_small_stack_way_in_decides_in_compiled_code(kernel, dtype, layout, 
         ("one column", 3, 20, 30, 1, "C", 1, SMALL_DONE),
         ("B transposed", 3, 7, 33, 9, "transposed", 1, SMALL_PLANNED),
         ("past the limit", 2, side + 1, side, side, "C", 1, SMALL_PLANNED),
-        (
-            "narrow, many rows",
-            2,
-            narrow_rows,
-            40,
-            2,
-            "C",
-            1,
-            SMALL_PLANNED if kernel.narrow.cols(dtype.itemsize) >= 2 * 2 else SMALL_DONE,
-        ),
+        ("narrow, many rows", 2, narrow_rows, 40, 2, "C", 1, SMALL_PLANNED if swapped_narrow else SMALL_DONE),
+        ("narrow, turned", 2, turned_rows, 40, 2, "C", 1, SMALL_PLANNED if turned else SMALL_DONE),
         ("worth the threads", parallel_count, 16, 16, 16, "C", 2, SMALL_PLANNED),
         ("one product short of the threads", parallel_count - 1, 16, 16, 16, "C", 2, SMALL_DONE),
         ("the same on one thread", parallel_count, 16, 16, 16, "C", 1, SMALL_DONE),
@@ -342,3 +354,54 @@ def test_a_stack_times_one_matrix_into_out_and_with_more_axes(kernel, dtype, row
     assert smallgemm.matmul(layer, b, out=every_other) is every_other
     np.testing.assert_array_equal(every_other, expected[0])
     assert np.isnan(apart[1::2]).all()
+
+
+@pytest.mark.parametrize(("m", "k"), [(2, 3), (16, 16), (33, 64), (90, 93), (300, 200)])
+def test_a_transposed_matrix_times_a_column_is_computed_swapped(kernel, dtype, m, k):
+    """``A.T @ x`` (A's columns contiguous) on the small way in is one row times A's rows,
+    C^T = x^T A (``unpacked.column_swaps``), as the table reads it: the chain reference's bits
+    for a column, a strided column, a vector, into an out= and through gemm with beta."""
+    rng = np.random.default_rng(m + k)
+    a = rng.standard_normal((k, m)).astype(dtype).T
+    smallgemm.matmul(a[:1], np.ones((k, 1), dtype))  # a small product: the unpacked entry is ready
+    for name, x in (
+        ("column", random_matrix(rng, (k, 1), dtype)),
+        ("every other row", random_matrix(rng, (2 * k, 1), dtype)[::2]),
+    ):
+        expected = chain_reference(1.0, a, x)
+        small = smallgemm.explain(a, x, threads=1).strategy == "small product"
+        c = np.full((m, 1), np.nan, dtype)
+        assert runners.run_small(a, x, c, dtype) == (SMALL_DONE if small else SMALL_PLANNED), name
+        assert small == (m * k < kernel.config.parallel_min_stream.of(dtype.itemsize)), name
+        if small:
+            np.testing.assert_array_equal(c, expected, err_msg=name)
+            assert "column_swaps" in smallgemm.explain(a, x).turned_over, name
+        np.testing.assert_array_equal(smallgemm.matmul(a, x), expected, err_msg=name)
+        np.testing.assert_array_equal(smallgemm.matmul(a, x[:, 0]), expected[:, 0], err_msg=name)
+        out = np.full((m, 2), np.nan, dtype)[:, :1]
+        assert smallgemm.matmul(a, x, out=out) is out
+        np.testing.assert_array_equal(out, expected, err_msg=name)
+        c = random_matrix(rng, (m, 1), dtype)
+        np.testing.assert_array_equal(
+            smallgemm.gemm(2.0, a, x, beta=0.5, c=c), chain_reference(2.0, a, x, 0.5, c), err_msg=name
+        )
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k"), [(33, 2, 40), (64, 4, 256), (150, 4, 150), (1000, 4, 64), (300, 6, 128)]
+)
+def test_a_narrow_product_of_many_rows_has_the_chain_bits_as_given_or_turned(kernel, dtype, m, n, k):
+    """A C at most half the narrow tile wide with more rows than the few-rows limit: computed
+    as given on the small way in below the kernel's turned_narrow_min_a, turned over by the
+    planner from it; the chain reference's bits either way, and the route the rule names."""
+    rng = np.random.default_rng(m * n + k)
+    a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
+    smallgemm.matmul(a[:1], b)  # a small product: the unpacked entry is ready
+    turned = rules.turns_narrow(kernel.config, m, n, a, kernel.narrow.cols(dtype.itemsize))
+    c = np.full((m, n), np.nan, dtype)
+    route = runners.run_small(a, b, c, dtype)
+    assert route == (SMALL_PLANNED if turned else SMALL_DONE)
+    expected = chain_reference(1.0, a, b)
+    if route == SMALL_DONE:
+        np.testing.assert_array_equal(c, expected)
+    np.testing.assert_array_equal(smallgemm.matmul(a, b), expected)

@@ -58,7 +58,7 @@ def _turned(p: strategies.Problem) -> str:
     if p.turned:
         return "yes: C^T = W x^T, W's contiguous rows read in place (rules.turns_few_rows)"
     if p.swapped:
-        return "yes: C^T = B^T A^T (rules.swaps: C column-major, x.T @ g with few columns, or a narrow C)"
+        return "yes: C^T = B^T A^T (rules.swaps: C column-major, x.T @ g with few columns, or a narrow C; A.T @ x: unpacked.column_swaps)"
     return ""
 
 

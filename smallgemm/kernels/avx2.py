@@ -125,9 +125,11 @@ KERNEL = Kernel(
         shared_a_l2s=1.5,
         # Forced on a Zen 4 core, one thread, turned over against the narrow tile: float32
         # n = 2 and 4 from 32 columns of A 1.11-1.33x (16: 1.00-1.07x, 8: 0.70-0.74x), [256,64]
-        # 1.07x; float64 n = 2 lost at every size (0.57-0.94x, up to [2048,256]): never.
+        # 1.07x; float64 n = 2 lost at every size (0.57-0.94x, up to [2048,256]): never.  Against
+        # the small way in (forced on an Intel Xeon, float32, one thread): as given 1.23-1.32x as
+        # fast up to 24000 elements of A, even from 2^15 (0.94-1.01x).
         turned_narrow_min_depth=32,
-        turned_narrow_min_a=BySize(8192, NEVER),
+        turned_narrow_min_a=BySize(1 << 15, NEVER),
         # Forced on a Zen 4 core, square products on two threads against one gain from 128^3
         # float32 (1.07-1.41x) and 112^3 float64 (1.09-1.39x), as on the AVX-512 kernel.
         parallel_min_volume=BySize(144**3, 112**3),

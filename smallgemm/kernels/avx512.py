@@ -175,8 +175,11 @@ KERNEL = Kernel(
         shared_a_l2s=1.5,
         # One thread: turned over ran float32 n = 2-4 1.10-1.6x as fast as the narrow tile,
         # but lost on a small or shallow A (1000x4x8 0.47x); float64 won from 2^17 elements of A.
+        # Against the small way in (Intel Xeon, float32, one thread): as given 1.07-1.48x as fast
+        # up to 24000 elements of A (64x4x256, 150x4x150, 120x4x200), turned from 2^15
+        # (128x4x256 1.16x, 512x2x64 1.40x, 1000x4x64 1.49x).
         turned_narrow_min_depth=32,
-        turned_narrow_min_a=BySize(8192, 1 << 17),
+        turned_narrow_min_a=BySize(1 << 15, 1 << 17),
         # Two threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
         parallel_min_volume=BySize(144**3, 112**3),
         split_k_max_elements=1 << 22,

@@ -95,10 +95,10 @@ class KernelConfig:
     # The same for a B with contiguous columns (``x @ W.T``): up to this many rows the
     # transposing stream, or the turned few rows (``turned_few_rows``), beat packing B.
     transposed_few_rows_max: int
-    # An A without contiguous rows times one column (``A.T @ x``) is computed on the tiles
-    # in the small way in up to this many elements of A, where they cost less than the
-    # planner's call; from there the planner's turned product (a row times rows) wins, the
-    # tiles computing a vector's width per column.
+    # An A with neither its rows nor its columns contiguous times one column is computed on
+    # the tiles in the small way in up to this many elements of A, where they cost less than
+    # the planner's call (``A.T @ x``, its columns contiguous, is swapped into a row times
+    # rows: ``unpacked.column_swaps``).
     column_tiles_max: int
     # A C at most half as wide as the narrow tile is turned over from this depth and
     # this many elements of A; below, the strip packing costs more than the padding.

@@ -159,6 +159,8 @@ class Prepared:
             config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,
             config.column_tiles_max,
+            config.turned_narrow_min_depth,
+            config.turned_narrow_min_a.of(dtype.itemsize),
         )
         workspace_at = tuple(
             buffer.ctypes.data

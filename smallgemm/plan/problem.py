@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..drivers.unpacked import small_product, unpacked_form
+from ..drivers.unpacked import column_swaps, small_product, unpacked_form
 from . import prepared, rules
 
 
@@ -117,15 +117,22 @@ class Problem:
             small = self._small = self._small_product()
         return small
 
+    def small_swaps(self) -> bool:
+        """Whether the compiled small way in reads one product swapped, C^T = B^T A^T
+        (``unpacked.column_swaps``: ``A.T @ x``); a stack's products are read as given."""
+        rs_a, cs_a = (stride // self.a.itemsize for stride in self.a.strides)
+        return self.offsets is None and column_swaps.py_func(self.m, self.n, self.k, rs_a, cs_a)
+
     def _small_product(self) -> bool:
         prep, size = self.prep, self.a.itemsize
+        a, b = (self.b.T, self.a.T) if self.small_swaps() else (self.a, self.b)
         return small_product.py_func(
-            self.m,
-            self.n,
+            a.shape[0],
+            b.shape[1],
             self.k,
-            self.a.strides[1] // size,
-            self.b.strides[0] // size,
-            self.b.strides[1] // size,
+            a.strides[1] // size,
+            b.strides[0] // size,
+            b.strides[1] // size,
             prep.small_limits,
             prep.narrow_cols,
             self.offsets is None and self.continues_chain(),
@@ -133,14 +140,14 @@ class Problem:
 
     def orientation(self, turns: bool) -> tuple[bool, bool]:
         """How the table reads this problem, decided before any of its rows is tested, so that
-        their fit rules only read it: (swapped, turned).  A small product is read as given,
-        as the compiled small ways in read it (``small``).  Swapped: ``rules.swaps``.  Turned,
+        their fit rules only read it: (swapped, turned).  A small product is read as the
+        compiled small ways in read it (``small``, ``small_swaps``).  Swapped: ``rules.swaps``.  Turned,
         with ``turns`` (one 2-D product): ``x @ W.T`` computed as C^T = W x^T where
         ``rules.turns_few_rows`` says so and there is a product to compute (C not empty,
         k and alpha not 0, not gemm's continued chain: nothing is copied for those)."""
         prep = self.prep
         if self.small():
-            return False, False
+            return self.small_swaps(), False
         if rules.swaps(prep.config, self.a, self.b, self.c, prep.narrow_cols):
             return True, False
         computes = not (self.empty() or self.scale_only() or self.continues_chain())

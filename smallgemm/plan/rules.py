@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..drivers.batched import stack_shared_out
-from ..drivers.unpacked import L1_SET_PERIOD_BYTES
+from ..drivers.unpacked import L1_SET_PERIOD_BYTES, narrow_turns
 from ..kernels import Kernel, KernelConfig
 from ..kernels.shared import TASKS_PER_WORKER
 
@@ -35,16 +35,19 @@ def turns_narrow(config: KernelConfig, m: int, n: int, a: np.ndarray, narrow_col
     or shallow A (``1000x4x8`` 0.47x) and on wider C (float32 n = 12, float64
     n = 6-8; docs/performance.md).  A needs more than
     ``few_rows_max`` rows (they become the turned columns), ``turned_narrow_min_depth``
-    columns and ``turned_narrow_min_a`` elements (float64: 2^17, where it won).
+    columns and ``turned_narrow_min_a`` elements (float64: 2^17, where it won).  The rule of
+    the compiled small ways in too (``unpacked.narrow_turns``, whose source this runs).
     """
-    k = a.shape[1]
-    return (
-        n > 1
-        and 2 * n <= narrow_cols
-        and m > config.few_rows_max
-        and k >= config.turned_narrow_min_depth
-        and m * k >= config.turned_narrow_min_a.of(a.itemsize)
-        and a.strides[1] == a.itemsize
+    size = a.itemsize
+    return narrow_turns.py_func(
+        m,
+        n,
+        a.shape[1],
+        a.strides[1] // size,
+        narrow_cols,
+        config.few_rows_max,
+        config.turned_narrow_min_depth,
+        config.turned_narrow_min_a.of(size),
     )
 
 

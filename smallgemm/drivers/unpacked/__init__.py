@@ -20,6 +20,8 @@ from .entry import (  # noqa: F401
     SMALL_REFUSED,
     SMALL_WAY_CONTEXT,
     byte_span,
+    column_swaps,
+    narrow_turns,
     small_product,
     small_product_route,
     spans_meet,

@@ -94,7 +94,26 @@ def spans_meet(x_span, y_span):
 
 # The small-product limits, as the words at ``small_product_route``'s ``limits`` hold them (each
 # context of a small way in holds them in this order, one after the other).
-SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "column_tiles")
+SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "column_tiles", "narrow_min_depth", "narrow_min_a")
+
+
+@subroutine(inline=True)
+def narrow_turns(m, n, k, cs_a, narrow_cols, few_rows, min_depth, min_a):
+    """Whether a C at most half as wide as the narrow tile is computed turned over, C^T =
+    B^T A^T (``rules.turns_narrow``, which runs this source as Python): more than
+    ``few_rows`` rows, A's rows contiguous, from ``min_depth`` columns and ``min_a``
+    elements of A (the kernel's ``turned_narrow_min_depth`` and ``turned_narrow_min_a``)."""
+    return n > 1 and 2 * n <= narrow_cols and m > few_rows and k >= min_depth and m * k >= min_a and cs_a == 1
+
+
+@subroutine(inline=True)
+def column_swaps(m, n, k, rs_a, cs_a):
+    """Whether a matrix times one column is computed swapped, C^T = B^T A^T, on the small ways
+    in as in the planner (``rules.swaps``): A's columns contiguous and its rows not (``A.T @
+    x``), so that one row times A^T streams A along its contiguous columns, a vector of rows
+    a load, where the tiles would walk down A one row stride per k (64x64 float32: ~3x).  With
+    one column of A (k = 1) its strides say nothing of its layout."""
+    return n == 1 and m > 1 and k > 1 and rs_a == 1 and cs_a != 1
 
 
 @subroutine(inline=True)
@@ -110,9 +129,11 @@ def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
     Up to ``max_volume`` multiply-adds, under ``min_stream`` elements of the streamed operand
     (B, or A when B is one column: where threads may pay), and read along rows (B's, or a
     vector's); a matrix times a column with A's columns not contiguous up to ``column_tiles``
-    elements of A; a C at most half the narrow tile wide only for up to ``few_rows`` rows
-    (more are turned over: ``rules.turns_narrow``)."""
-    max_volume, min_stream, few_rows, column_tiles = limits
+    elements of A (with A's columns contiguous the ways in read it swapped first:
+    ``column_swaps``); a C at most half the narrow tile wide with more than ``few_rows`` rows
+    only where it is not turned over (``narrow_turns``) and A's rows are contiguous (else
+    ``rules.swaps`` swaps it)."""
+    max_volume, min_stream, few_rows, column_tiles, narrow_min_depth, narrow_min_a = limits
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
@@ -122,7 +143,11 @@ def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
         return False
     if n == 1 and cs_a != 1 and m * k > column_tiles:
         return False
-    return not (n > 1 and 2 * n <= narrow_cols and m > few_rows)
+    if n > 1 and 2 * n <= narrow_cols and m > few_rows:  # a narrow C: as given unless turned, or swapped
+        return cs_a == 1 and not narrow_turns(
+            m, n, k, cs_a, narrow_cols, few_rows, narrow_min_depth, narrow_min_a
+        )
+    return True
 
 
 @subroutine(inline=True)
@@ -130,7 +155,14 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
     """SMALL_DONE when a product whose operands are checked is ``small_product``, else
     SMALL_PLANNED (see ``unpacked_call``); ``limits``: the address of the kernel's SMALL_LIMITS
     words in the way in's context."""
-    values = (word_at(limits), word_at(limits + 8), word_at(limits + 16), word_at(limits + 24))
+    values = (
+        word_at(limits),
+        word_at(limits + 8),
+        word_at(limits + 16),
+        word_at(limits + 24),
+        word_at(limits + 32),
+        word_at(limits + 40),
+    )
     if small_product(m, n, k, cs_a, rs_b, cs_b, values, tile_cols(narrow, a), chained):
         return SMALL_DONE
     return SMALL_PLANNED
@@ -170,6 +202,8 @@ CALL_CONTEXT = ("decide", *SMALL_WAY_CONTEXT)
     MIN_STREAM,
     FEW_ROWS,
     COLUMN_TILES,
+    NARROW_MIN_DEPTH,
+    NARROW_MIN_A,
     ARRAY_TYPE,
     NEW_ARRAY,
     DESCR,
@@ -237,6 +271,7 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
     else:
         count_c, m_c, n_c, rs_c, cs_c, readable_c = matrix_fields(c_object, size, a_vector)
     a_data, b_data = word_at(a_object + ARRAY_DATA), word_at(b_object + ARRAY_DATA)
+    swapped = False  # a planned product comes oriented
     if decide:
         if (
             not (readable_a and readable_b and readable_c)
@@ -262,7 +297,12 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             return
         chained = continued(alpha, beta, like)
         limits = context + 8 * MAX_VOLUME
-        if small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like) == SMALL_PLANNED:
+        swapped = column_swaps(m, n, k, rs_a, cs_a)
+        if swapped:
+            route = small_product_route(narrow, n, m, k, rs_b, cs_a, rs_a, limits, chained, like)
+        else:
+            route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like)
+        if route == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
         if makes:
@@ -271,6 +311,9 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             store_word(answer + 8, c_object)
             if c_object == 0:
                 return  # the builtin raises the exception NumPy set
+        if swapped:  # C^T = B^T A^T: each element the same chain of FMAs
+            m, n, a_data, b_data = n, m, b_data, a_data
+            rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = cs_b, rs_b, cs_a, rs_a, cs_c, rs_c
     c_data = word_at(c_object + ARRAY_DATA)
     tiles = Tiles(shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * LANE_SUMS) != 0), resident)
     gemm_unpacked(
