@@ -405,3 +405,20 @@ def test_a_narrow_product_of_many_rows_has_the_chain_bits_as_given_or_turned(ker
     if route == SMALL_DONE:
         np.testing.assert_array_equal(c, expected)
     np.testing.assert_array_equal(smallgemm.matmul(a, b), expected)
+
+
+@pytest.mark.parametrize(("count", "m", "k"), [(3, 5, 7), (20, 64, 64), (4, 300, 200)])
+def test_a_stack_of_transposed_matrices_times_columns_is_computed_swapped(kernel, dtype, count, m, k):
+    """A stack of ``A.T @ x`` on the small stack way in: each product read swapped, as a lone
+    one, with the chain reference's bits; the table's stack row reads it the same way."""
+    rng = np.random.default_rng(count * m)
+    a = rng.standard_normal((count, k, m)).astype(dtype).transpose(0, 2, 1)
+    x = rng.standard_normal((count, k, 1)).astype(dtype)
+    expected = np.stack([chain_reference(1.0, a[t], x[t]) for t in range(count)])
+    smallgemm.matmul(a[:, :1], x)  # a small stack: the entries are ready
+    c = np.full((count, m, 1), np.nan, dtype)
+    assert runners.run_small_stack(a, x, c, dtype) == SMALL_DONE
+    np.testing.assert_array_equal(c, expected)
+    np.testing.assert_array_equal(smallgemm.matmul(a, x), expected)
+    np.testing.assert_array_equal(_planned_stack_bits(a, x), expected)
+    assert smallgemm.explain(a, x, threads=1).stack.startswith("small stack")

@@ -52,6 +52,7 @@ from .unpacked import (
     SMALL_WAY_CONTEXT,
     STREAM_SIZE,
     byte_span,
+    column_swaps,
     gemm_unpacked_stack,
     small_product_route,
     spans_meet,
@@ -84,7 +85,6 @@ STACK_CONTEXT = (*SMALL_WAY_CONTEXT, "parallel_volume", "product_overhead", "tru
     STACK_MAX_VOLUME,
     STACK_MIN_STREAM,
     STACK_FEW_ROWS,
-    STACK_COLUMN_TILES,
     STACK_NARROW_MIN_DEPTH,
     STACK_NARROW_MIN_A,
     STACK_ARRAY_TYPE,
@@ -119,7 +119,8 @@ def stack_shared_out(count, volume, product_overhead, parallel_volume):
 def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
     """matmul's way in for two stacks along one batch axis, called from Python as a builtin
     (``simd.fastcall``) with (A, B, C, threads): C[t] = A[t].B[t] for every t, one product
-    after the other, when each is small (``unpacked.small_product_route``) and the stack
+    after the other, when each is small (``unpacked.small_product_route``; ``A.T @ x`` read
+    swapped, as a lone product: ``unpacked.column_swaps``) and the stack
     is not worth the threads (``threads``: several workers may run; from
     ``parallel_volume`` multiply-adds in all, each product counted with
     ``product_overhead`` more: ``stack_shared_out``): SMALL_DONE; else
@@ -182,7 +183,13 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
             return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     limits = context + 8 * STACK_MAX_VOLUME
-    route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)  # C = A.B: no chain
+    swapped = column_swaps(m, n, k, rs_a, cs_a)  # A.T @ x: read as the lone product is
+    if swapped:
+        route = small_product_route(narrow, n, m, k, rs_b, cs_a, rs_a, limits, False, like)
+    else:
+        route = small_product_route(
+            narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like
+        )  # C = A.B: no chain
     shared_out = stack_shared_out(
         products,
         m * n * k,
@@ -216,6 +223,11 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
     tiles = Tiles(
         shape, narrow, few, row_dots_rule(gemv, word_at(context + 8 * STACK_LANE_SUMS) != 0), resident
     )
+    a_data, a_offsets, b_data, b_offsets = data[0], offsets, data[1], advance(offsets, STACK_CALL_PRODUCTS)
+    rs_c, cs_c = c_bytes[1] // size, c_bytes[2] // size
+    if swapped:  # C^T = B^T A^T: each element the same chain of FMAs
+        m, n, a_data, a_offsets, b_data, b_offsets = n, m, b_data, b_offsets, a_data, a_offsets
+        rs_a, cs_a, rs_b, cs_b, rs_c, cs_c = cs_b, rs_b, cs_a, rs_a, cs_c, rs_c
     gemm_unpacked_stack(
         tiles,
         m,
@@ -223,14 +235,9 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
         k,
         one_of(like),
         zero_of(like),
-        stack(buffer_at(data[0], like), offsets, rs_a, cs_a),
-        stack(buffer_at(data[1], like), advance(offsets, STACK_CALL_PRODUCTS), rs_b, cs_b),
-        stack(
-            buffer_at(c_data, like),
-            advance(offsets, 2 * STACK_CALL_PRODUCTS),
-            c_bytes[1] // size,
-            c_bytes[2] // size,
-        ),
+        stack(buffer_at(a_data, like), a_offsets, rs_a, cs_a),
+        stack(buffer_at(b_data, like), b_offsets, rs_b, cs_b),
+        stack(buffer_at(c_data, like), advance(offsets, 2 * STACK_CALL_PRODUCTS), rs_c, cs_c),
         word_at(context + 8 * STACK_KC),
         workspace_at(context + 8 * STACK_ABUF, like),
         products,

@@ -114,9 +114,6 @@ KERNEL = Kernel(
         # from 20 (float32 0.88-0.97x, float64 0.88-0.90x).
         few_rows_max=32,
         transposed_few_rows_max=16,
-        # F-ordered A times one column (benchmarks/column_tiles.py, forced on one Intel Xeon
-        # core): the planner / the tiles float32 96x96 1.48, 128x128 1.03; float64 1.57, 1.15.
-        column_tiles_max=16384,
         # Not measured on this kernel: a B slice of 4096 columns is megabytes on any CPU.
         nc_max=4096,
         # Not measured on this kernel: the cache model's MC and NC on every vendor.

@@ -164,9 +164,6 @@ KERNEL = Kernel(
         # 1.00x; float64 1.11x, 0.99x.
         few_rows_max=32,
         transposed_few_rows_max=32,
-        # F-ordered A times one column (benchmarks/column_tiles.py, one Intel Xeon core): the
-        # planner / the tiles float32 64x64 1.59, 96x96 0.97; float64 1.67, 0.97.
-        column_tiles_max=8100,
         # Beyond 4096 columns of B nothing measurable was gained.
         nc_max=4096,
         vendor_corrections={"GenuineIntel": INTEL_L2},

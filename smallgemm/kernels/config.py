@@ -95,11 +95,6 @@ class KernelConfig:
     # The same for a B with contiguous columns (``x @ W.T``): up to this many rows the
     # transposing stream, or the turned few rows (``turned_few_rows``), beat packing B.
     transposed_few_rows_max: int
-    # An A with neither its rows nor its columns contiguous times one column is computed on
-    # the tiles in the small way in up to this many elements of A, where they cost less than
-    # the planner's call (``A.T @ x``, its columns contiguous, is swapped into a row times
-    # rows: ``unpacked.column_swaps``).
-    column_tiles_max: int
     # A C at most half as wide as the narrow tile is turned over from this depth and
     # this many elements of A; below, the strip packing costs more than the padding.
     turned_narrow_min_depth: int

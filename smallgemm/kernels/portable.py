@@ -100,9 +100,6 @@ KERNEL = Kernel(
         # 16 rows 0.57-0.60x.
         few_rows_max=2,
         transposed_few_rows_max=8,
-        # F-ordered A times one column (benchmarks/column_tiles.py, forced on one Intel Xeon
-        # core): the planner / the tiles float32 96x96 1.39, 128x128 0.96; float64 1.62, 1.13.
-        column_tiles_max=14400,
         # Not measured on this kernel: a B slice of 4096 columns is megabytes on any CPU.
         nc_max=4096,
         # Not measured on this kernel: the cache model's MC and NC on every vendor.

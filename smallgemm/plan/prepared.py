@@ -158,7 +158,6 @@ class Prepared:
             config.unpacked_max_volume.of(dtype.itemsize),
             config.parallel_min_stream.of(dtype.itemsize),
             config.few_rows_max,
-            config.column_tiles_max,
             config.turned_narrow_min_depth,
             config.turned_narrow_min_a.of(dtype.itemsize),
         )

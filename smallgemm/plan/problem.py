@@ -118,10 +118,10 @@ class Problem:
         return small
 
     def small_swaps(self) -> bool:
-        """Whether the compiled small way in reads one product swapped, C^T = B^T A^T
-        (``unpacked.column_swaps``: ``A.T @ x``); a stack's products are read as given."""
+        """Whether the compiled small ways in read the product (or a stack's products) swapped,
+        C^T = B^T A^T (``unpacked.column_swaps``: ``A.T @ x``)."""
         rs_a, cs_a = (stride // self.a.itemsize for stride in self.a.strides)
-        return self.offsets is None and column_swaps.py_func(self.m, self.n, self.k, rs_a, cs_a)
+        return column_swaps.py_func(self.m, self.n, self.k, rs_a, cs_a)
 
     def _small_product(self) -> bool:
         prep, size = self.prep, self.a.itemsize

@@ -94,7 +94,7 @@ def spans_meet(x_span, y_span):
 
 # The small-product limits, as the words at ``small_product_route``'s ``limits`` hold them (each
 # context of a small way in holds them in this order, one after the other).
-SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "column_tiles", "narrow_min_depth", "narrow_min_a")
+SMALL_LIMITS = ("max_volume", "min_stream", "few_rows", "narrow_min_depth", "narrow_min_a")
 
 
 @subroutine(inline=True)
@@ -128,20 +128,19 @@ def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
 
     Up to ``max_volume`` multiply-adds, under ``min_stream`` elements of the streamed operand
     (B, or A when B is one column: where threads may pay), and read along rows (B's, or a
-    vector's); a matrix times a column with A's columns not contiguous up to ``column_tiles``
-    elements of A (with A's columns contiguous the ways in read it swapped first:
-    ``column_swaps``); a C at most half the narrow tile wide with more than ``few_rows`` rows
+    vector's; a matrix with contiguous columns times a column the ways in read swapped
+    first, ``column_swaps``, and one with neither contiguous the tiles compute faster than the
+    planner up to 256x256 on every kernel, level to 512x512: ``benchmarks/column_tiles.py``);
+    a C at most half the narrow tile wide with more than ``few_rows`` rows
     only where it is not turned over (``narrow_turns``) and A's rows are contiguous (else
     ``rules.swaps`` swaps it)."""
-    max_volume, min_stream, few_rows, column_tiles, narrow_min_depth, narrow_min_a = limits
+    max_volume, min_stream, few_rows, narrow_min_depth, narrow_min_a = limits
     volume = m * n * k
     streamed = k * (m if n == 1 else n)
     along_rows = cs_b == 1 or (m == 1 and rs_b == 1) or (n == 1 and cs_a == 1)
     if volume == 0 or volume > max_volume or streamed >= min_stream or not along_rows:
         return False
     if chained and cs_b != 1 and n > 1:
-        return False
-    if n == 1 and cs_a != 1 and m * k > column_tiles:
         return False
     if n > 1 and 2 * n <= narrow_cols and m > few_rows:  # a narrow C: as given unless turned, or swapped
         return cs_a == 1 and not narrow_turns(
@@ -161,7 +160,6 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
         word_at(limits + 16),
         word_at(limits + 24),
         word_at(limits + 32),
-        word_at(limits + 40),
     )
     if small_product(m, n, k, cs_a, rs_b, cs_b, values, tile_cols(narrow, a), chained):
         return SMALL_DONE
@@ -201,7 +199,6 @@ CALL_CONTEXT = ("decide", *SMALL_WAY_CONTEXT)
     MAX_VOLUME,
     MIN_STREAM,
     FEW_ROWS,
-    COLUMN_TILES,
     NARROW_MIN_DEPTH,
     NARROW_MIN_A,
     ARRAY_TYPE,
