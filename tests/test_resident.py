@@ -16,7 +16,7 @@ from smallgemm.drivers.unpacked import (
     RESIDENT_TILE,
     tile_choice,
 )
-from smallgemm.kernels.shared import FEW_TILE_MIN_B_BYTES, RESIDENT_STRIPS
+from smallgemm.kernels.shared import RESIDENT_STRIPS
 from smallgemm.plan import in_force
 from smallgemm.simd import address, row_dots_rule
 
@@ -178,9 +178,9 @@ def test_sixteen_rows_take_the_narrow_tile_where_the_main_tile_would_pad_them(ke
 
 
 @pytest.mark.parametrize("m", [3, 12, 16, 30])
-def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, dtype, m):
+def test_few_rows_on_either_side_of_the_few_tiles_bytes_of_b_give_the_blocked_bits(kernel, dtype, m):
     """A few rows (up to the few tile's ``up_to``) times a B wider than the main tile: from
-    FEW_TILE_MIN_B_BYTES on, the few-rows stream (B read in order; on the narrow tile where it
+    the few tile's ``min_b_bytes`` on, the few-rows stream (B read in order; on the narrow tile where it
     pads few rows: ``unpacked.narrow_streams``), or up to the GEMV tile's ``strips`` rows their
     register strips, unless one row tile of the main tile holds the rows with fewer FMAs; below,
     the main tile unless the few tile saves a quarter of the FMAs.  More rows: the main tile.
@@ -191,14 +191,15 @@ def test_few_rows_on_either_side_of_the_l1_limit_give_the_blocked_bits(kernel, d
     streamed = NARROW_STREAM if 0 < start <= m and -m % rows <= rows - start else FEW_TILE
     if m <= kernel.gemv.strips:
         streamed = GEMV_TILE
-    below = FEW_TILE_MIN_B_BYTES // (n * dtype.itemsize) - 1
+    min_b_bytes = kernel.few.min_b_bytes
+    below = min_b_bytes // (n * dtype.itemsize) - 1
     for k in (below, below + 2):
         a, b = random_matrix(rng, (m, k), dtype), random_matrix(rng, (k, n), dtype)
         few_fmas, main_fmas = padded_fmas(kernel.few, m, n, dtype), padded_fmas(kernel.shape, m, n, dtype)
-        past_l1 = k * n * dtype.itemsize >= FEW_TILE_MIN_B_BYTES and (few_fmas < main_fmas or m > kernel.mr())
+        past_limit = k * n * dtype.itemsize >= min_b_bytes and (few_fmas < main_fmas or m > kernel.mr())
         if m > kernel.few.up_to:
             assert chosen(kernel, dtype, m, n, k) == MAIN_TILE, f"{m}x{n}x{k}"
-        elif past_l1 or 4 * few_fmas <= 3 * main_fmas:
+        elif past_limit or 4 * few_fmas <= 3 * main_fmas:
             assert chosen(kernel, dtype, m, n, k) == streamed, f"{m}x{n}x{k}"
         else:
             narrow_pays = 3 * padded_fmas(kernel.narrow, m, n, dtype) < 2 * padded_fmas(

@@ -130,13 +130,14 @@ def test_few_rows_take_the_unpacked_drivers_up_to_the_kernels_own_limits(kernel_
 @pytest.mark.parametrize("kernel_name", ["avx512", "avx2", "portable"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_few_rows_tile_is_taken_up_to_the_kernels_own_rows(kernel_name, dtype):
-    """An unpacked product of few rows (B past the L1, n past the main tile) takes the
+    """An unpacked product of few rows (B from the few tile's ``min_b_bytes``, n past the main tile) takes the
     few-rows tile, or the narrow tile's stream, up to the kernel's ``few.up_to`` rows and the
     main tile from one row more; no kernel takes it for more rows than one sweep of the
     stream holds."""
     kernel = kernel_by_name(kernel_name)
     assert 0 < kernel.few.up_to <= shared.STREAM_ROWS and kernel.config.few_rows_max <= shared.STREAM_ROWS
-    k, n = 64, 256
+    n = 256
+    k = max(64, -(-kernel.few.min_b_bytes // (n * np.dtype(dtype).itemsize)))  # B from the few tile's bytes
     b = empty(k, n, dtype=dtype)
     with forced_kernel(kernel_name):
         few = smallgemm.explain(empty(kernel.few.up_to, k, dtype=dtype), b, threads=1)

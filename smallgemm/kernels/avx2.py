@@ -52,7 +52,14 @@ KERNEL = Kernel(
     # thread, forced on a Zen 4, float32 [m,512] @ [512,2048] m = 8 to 32 1.48-1.92x as
     # fast (float64 1.70-1.81x); small products within 0.90-1.23x ([16,64] @ [64,256]
     # float32 0.90x, float64 [8,64] @ [64,256] 1.23x).
-    few=TileShape(rows=4, vectors=2, bits=256, fused=True, up_to=32, stream=FEW_TILE_STREAM),
+    # A few rows times a B under 32 KiB take the main tile unless the few-rows tile saves a
+    # quarter of the FMAs: from the L1 the stream costs more than the padding rows it saves
+    # (6 x 16 main and 4 x 16 few tiles, one thread: the main tile takes 0.6 of the stream's
+    # time on float32 16x32x16, 1.1 on float64 16x64x64, 32 KiB of B; forced on an Intel Xeon,
+    # 64, 128 or 512 KiB instead alike, 32x32x128 to 24x256x256).
+    few=TileShape(
+        rows=4, vectors=2, bits=256, fused=True, up_to=32, min_b_bytes=32 << 10, stream=FEW_TILE_STREAM
+    ),
     # No requests ahead in the single-row stream: with them, float32 [1,4096] @
     # [4096,4096] took 5.1-5.5 ms against 3.3-3.6.  Row dots in pairs of row blocks
     # (two FMA chains side by side): an 8 x 8 float32 block alone is a chain of 8

@@ -18,6 +18,17 @@ INTEL_L2 = VendorCorrection(l2_share_for_a=0.5, nc_max=1024)
 # same requests from the L3 lost (below), so none there.
 INTEL_L3_FETCH_BYTES = cpu.caches()[1].size + 1 if cpu.vendor() == "GenuineIntel" else 0
 
+# A few rows times a B of fewer bytes than this take the main tile (its rows in row tiles,
+# each reading B again from the caches) where the few-rows tile saves less than a quarter of
+# its FMAs, rather than the few-rows stream.  One AMD Zen 4 core (32 KiB L1), one thread: with
+# the stream taken at any size of B, float32 13 to 28 rows times B of 8 to 24 KiB took
+# 1.04-1.33x as long ([27,32] @ [32,128] 4.99 against 3.74 us), float64 within 4 %: 32 KiB.
+# One Intel Xeon core (48 KiB L1, 2 MiB L2), us, stream from 32 KiB / from 256 KiB
+# (``few_tile_b_bytes_avx512``, ``few_tile_large_b_avx512``): float64 32x32x128 (32 KiB)
+# 6.1-6.5 / 4.3-4.6 (96 KiB), float32 32x64x128 6.1-7.7 / 4.1-4.8, float64 32x64x160 (80 KiB)
+# 14.5 / 9.7-10.5, float32 32x128x224 (112 KiB) 17.5-18.6 / 12.8-15.8; from 256 KiB alike.
+FEW_TILE_MIN_B_BYTES = 256 << 10 if cpu.vendor() == "GenuineIntel" else 32 << 10
+
 # The few-rows stream on the few-rows tile (strips of B four lines wide), one thread, one
 # Intel Xeon core unless named:
 FEW_TILE_STREAM = StreamSettings(
@@ -91,8 +102,17 @@ KERNEL = Kernel(
     # 0.88-0.92x, 25 and 28 0.94-0.95x).
     narrow=TileShape(rows=16, vectors=1, bits=512, fused=True, stream_from=13, stream=NARROW_TILE_STREAM),
     # The few-rows tile (and the narrow one) up to 32 rows of C: against the main tile on
-    # unpacked operands, 1.6x as fast at m = 16, equal at m = 64.
-    few=TileShape(rows=4, vectors=4, bits=512, fused=True, up_to=32, stream=FEW_TILE_STREAM),
+    # unpacked operands, 1.6x as fast at m = 16, equal at m = 64; below FEW_TILE_MIN_B_BYTES of
+    # B, the main tile unless the few-rows tile saves a quarter of its FMAs.
+    few=TileShape(
+        rows=4,
+        vectors=4,
+        bits=512,
+        fused=True,
+        up_to=32,
+        min_b_bytes=FEW_TILE_MIN_B_BYTES,
+        stream=FEW_TILE_STREAM,
+    ),
     # The single-row stream requests B's rows 16384 elements ahead into the L2 from 16 MiB of
     # B (beyond what a 32 MiB L3 keeps between calls), and adds 8 rows at a time from 64 MiB
     # (``row_fetch``).  The hardware prefetchers alone left a 64 MiB B at ~65 % of the read

@@ -47,7 +47,11 @@ KERNEL = Kernel(
     # forced on a Zen 4, float32 m = 2 1.05-1.42x as fast ([2,256] @ [256,256], [2,512] @
     # [512,2048]), but m = 3 and 4 0.59-0.69x and 8 to 32 0.59-0.70x (two FMAs per vector of
     # B loaded); float64 alike.
-    few=TileShape(rows=2, vectors=2, bits=128, fused=True, up_to=2, stream=FEW_TILE_STREAM),
+    # At most 2 rows (``up_to``), which always saves half of the 4-row main tile's FMAs: the
+    # bytes of B never decide (``min_b_bytes``).
+    few=TileShape(
+        rows=2, vectors=2, bits=128, fused=True, up_to=2, min_b_bytes=32 << 10, stream=FEW_TILE_STREAM
+    ),
     # No register strips (``strips``): not measured on the 16-register hosts it targets.  No
     # requests ahead in the single-row stream (us, without / with): float32 [1,4096] @
     # [4096,4096] 2748-2899 / 3222-3283, [1,8192] @ [8192,4096] 8671-8813 / 8379-8734.  Row dots

@@ -96,16 +96,6 @@ UNPACKED_TASKS_PER_WORKER = 8
 # 41-46 / 70-77, 16x8x16 173-182 / 226-235 / 223-227; portable float32 8x8x16 68-75 / 88-96 /
 # 95-97, float64 8x8x8 73-79 / 92-100 / 97-103.
 RESIDENT_STRIPS = 4
-# A few rows times a B of fewer bytes than this take the main tile unless the
-# few-rows tile saves a quarter of the FMAs: from the L1, the few-rows stream
-# costs more than the padding rows it saves (AVX2, 6 x 16 main and 4 x 16 few tiles,
-# one thread: the main tile takes 0.6 of the stream's time on float32 16x32x16, 1.1 on
-# float64 16x64x64, 32 KiB of B; docs/performance.md).  The same on AVX-512 (one Zen 4
-# core, one thread): with the stream taken at any size of B, float32 13 to 28 rows times
-# B of 8 to 24 KiB took 1.04-1.33x as long ([27,32] @ [32,128] 4.99 against 3.74 us), float64
-# within 4 %.  The portable kernel's few-rows tile takes at most 2 rows (``up_to``), which
-# always saves half of its 4-row main tile's FMAs: the bound never decides there.
-FEW_TILE_MIN_B_BYTES = 32 * 1024
 # Rows that one row tile of the main tile holds, where the few-rows tile would compute as many
 # FMAs or more (13 or 14 rows of AVX-512's 14-row tile, 5 or 6 of AVX2's 6-row tile), take the
 # main tile below this many bytes of B, which it then reads once, from the caches; from here the

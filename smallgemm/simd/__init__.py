@@ -77,6 +77,7 @@ from .memory import (  # noqa: F401
     tile_chosen_up_to,
     tile_cols,
     tile_dot_pairs,
+    tile_few_min_b_bytes,
     tile_lanes,
     tile_rows,
     tile_short_rows,

@@ -235,6 +235,12 @@ tile_chosen_up_to = shape_constant(
     doc="tile_chosen_up_to(shape): the rows of C up to which the unpacked driver takes the few-rows tile, 0 for"
     " never (compile-time).",
 )
+tile_few_min_b_bytes = shape_constant(
+    lambda s, size: s.min_b_bytes,
+    needs_pointer=False,
+    doc="tile_few_min_b_bytes(shape): the bytes of B from which the unpacked driver takes the few-rows tile or"
+    " stream where the main tile computes no more FMAs (compile-time).",
+)
 tile_dot_pairs = shape_constant(
     lambda s, size: int(s.dot_pairs is not None),
     needs_pointer=False,

@@ -100,7 +100,9 @@ class TileShape:
     ``up_to`` is for the few-rows tile only: the rows of C up to which the unpacked driver
     chooses it, or the narrow tile, over the main tile on a B read along its rows
     (``unpacked.tile_choice``); at most ``shared.STREAM_ROWS``, so that such a product
-    sweeps B once; 0: never.
+    sweeps B once; 0: never.  ``min_b_bytes`` too: below this many bytes of B the main tile
+    is kept unless the few-rows tile saves a quarter of its FMAs (the main tile reads B from
+    the caches again for each row tile, where the stream costs more than the padding rows).
 
     ``stream_from`` is for the narrow tile only: from this many rows of C, where its row
     tiles pad at most ``rows - stream_from`` rows, the few-rows stream of a B read along
@@ -129,6 +131,7 @@ class TileShape:
     strips: int = 0
     stream_from: int = 0
     up_to: int = 0
+    min_b_bytes: int = 0
     stream: StreamSettings | None = None
     lane_sums: bool = False
 

@@ -4,7 +4,7 @@ dots, the transposing stream or tiles) and which tile suits it (``tile_choice``)
 
 from __future__ import annotations
 
-from ...kernels.shared import FEW_TILE_MIN_B_BYTES, ONE_ROW_TILE_MAX_B_BYTES, RESIDENT_STRIPS
+from ...kernels.shared import ONE_ROW_TILE_MAX_B_BYTES, RESIDENT_STRIPS
 from ...simd import (
     address,
     line_elements,
@@ -12,6 +12,7 @@ from ...simd import (
     row_dots_rule,
     tile_chosen_up_to,
     tile_cols,
+    tile_few_min_b_bytes,
     tile_lanes,
     tile_rows,
     tile_streams_from,
@@ -50,7 +51,7 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
     tile would mostly compute copies of the last row, unless n fits one main
     tile (half the few tile would then be padding: float32, one thread, main /
     few, 16x32x128 0.87, 32x32x128 0.73; float64 32x16x128 0.75, but 16x24x128
-    1.26), or B fits in the L1 (FEW_TILE_MIN_B_BYTES) and the few tile saves less
+    1.26), or B is under the few tile's ``min_b_bytes`` and the few tile saves less
     than a quarter of the FMAs: its stream costs more than it saves.  Nor where one row
     tile of the main tile holds all rows, which the few-rows tile computes with as many
     FMAs or more, and B is under ONE_ROW_TILE_MAX_B_BYTES: the main tile then reads B
@@ -81,7 +82,7 @@ def tile_choice(shape, narrow, few, gemv, resident, m, n, k, kc, a):
         m <= tile_chosen_up_to(few)
         and n > tile_cols(shape, a)
         and (
-            (b_bytes >= FEW_TILE_MIN_B_BYTES and (few_saves or m > tile_rows(shape)))
+            (b_bytes >= tile_few_min_b_bytes(few) and (few_saves or m > tile_rows(shape)))
             or b_bytes >= ONE_ROW_TILE_MAX_B_BYTES
             or 4 * padded_fmas(few, m, n, a) <= 3 * padded_fmas(shape, m, n, a)
         )
