@@ -27,6 +27,9 @@ INTEL_L3_FETCH_BYTES = cpu.caches()[1].size + 1 if cpu.vendor() == "GenuineIntel
 # (``few_tile_b_bytes_avx512``, ``few_tile_large_b_avx512``): float64 32x32x128 (32 KiB)
 # 6.1-6.5 / 4.3-4.6 (96 KiB), float32 32x64x128 6.1-7.7 / 4.1-4.8, float64 32x64x160 (80 KiB)
 # 14.5 / 9.7-10.5, float32 32x128x224 (112 KiB) 17.5-18.6 / 12.8-15.8; from 256 KiB alike.
+# Up to the GEMV tile's ``strips`` rows the main tile is then taken for their register strips,
+# alike or faster (``gemv_strips_b_bytes_avx512``: float64 6x256x96 6.1-6.3 / 5.8-5.9, float32
+# 2x1024x48 3.0-3.8 / 2.8-2.9, 12x256x128 6.5-7.2 / 6.2-7.0).
 FEW_TILE_MIN_B_BYTES = 256 << 10 if cpu.vendor() == "GenuineIntel" else 32 << 10
 
 # The few-rows stream on the few-rows tile (strips of B four lines wide), one thread, one
@@ -197,8 +200,11 @@ KERNEL = Kernel(
         # (128x4x256 1.16x, 512x2x64 1.40x, 1000x4x64 1.49x).
         turned_narrow_min_depth=32,
         turned_narrow_min_a=BySize(1 << 15, 1 << 17),
-        # Two threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x).
-        parallel_min_volume=BySize(144**3, 112**3),
+        # Two threads drew even with one at 144^3 float32 (1.04-1.06x) and 112^3 float64 (0.98x)
+        # under GNU OpenMP (one AMD Zen 4).  Under TBB, the default layer, on an Intel Xeon (best
+        # of 4 alternating runs, one process): float32 144^3 0.83x, 160^3 1.03x, 192^3 1.14x;
+        # float64 112^3 0.87x, 128^3 1.11x.
+        parallel_min_volume=BySize(160**3, 120**3),
         split_k_max_elements=1 << 22,
     ),
 )
