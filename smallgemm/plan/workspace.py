@@ -64,7 +64,8 @@ def get(
             abuf=aligned_empty(threads * sizes.mc * sizes.kc, dtype),
             bbuf=aligned_empty((threads if private_b else 1) * sizes.kc * sizes.nc, dtype),
             scratch=aligned_empty(threads * mr * nr, dtype),
-            counter=aligned_empty(threads * COUNTER_STRIDE, np.int64),
+            # Two sets of task counters and a count of tasks done (``parallel.blocked``).
+            counter=aligned_empty((2 * threads + 1) * COUNTER_STRIDE, np.int64),
             sums=aligned_empty(threads * STREAM_SIZE, dtype),
         )
     return ws

@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from ...kernels.shared import TASKS_PER_WORKER
-from ...simd import address, advance, panel_row_count, tile_cols, tile_rows
+from ...simd import address, advance, atomic_fetch_add, panel_row_count, tile_cols, tile_rows
 from ...simd.linked import linked
 from ...simd.records import TaskLogs, matrix, merge, moved, product
 from ...simd.subroutine import subroutine
@@ -25,6 +25,7 @@ from ..blocked import (
 )
 from ..packing import pack_a, pack_b_panels
 from .tasks import (
+    COUNTER_STRIDE,
     claim,
     column_groups,
     one_row_group,
@@ -84,30 +85,47 @@ def gemm_parallel(shape, problem, a, b, c, blocks, shared_rows, workers, work, c
                 continue
             if prepacked:
                 b_panels = advance(b.data, packed_slice(k, jc, pc, panels * nr))
-            else:
-                b_panels = work.bbuf
-                pack_b_parallel(
-                    shape, moved(b, pc, jc), depth, cols, panels, groups, workers, b_panels, counter, logs
+                row_tasks_parallel(
+                    shape, cut, a_block, b_panels, c_slice, merging, blocks, workers, work, counter, logs
                 )
-            row_tasks_parallel(
-                shape, cut, a_block, b_panels, c_slice, merging, blocks, workers, work, counter, logs
-            )
+            else:
+                packed_row_tasks_parallel(
+                    shape,
+                    cut,
+                    a_block,
+                    moved(b, pc, jc),
+                    c_slice,
+                    merging,
+                    blocks,
+                    workers,
+                    work,
+                    counter,
+                    logs,
+                )
 
 
 @subroutine
-def pack_b_parallel(shape, b, depth, cols, panels, groups, workers, bbuf, counter, logs):
-    """Pack a B slice (a ``Matrix``) of ``panels`` NR panels on ``workers`` workers, a few
-    panels per task."""
-    per_task = pack_task_panels(panels, workers)
-    streaming = panels_read_by_others(groups, workers)
-    reset_counters(counter, workers)
-    pack_b_worker(workers, shape, b, depth, cols, panels, per_task, streaming, bbuf, counter, logs)
+def packed_row_tasks_parallel(shape, cut, a, b, c, merging, blocks, workers, work, counter, logs):
+    """A B slice (a ``Matrix``, ``cut.cols`` wide and ``cut.depth`` deep) packed into ``work.bbuf``
+    a few panels a task, then the row-block tasks over it (``row_tasks``), in one parallel
+    region: a worker that runs out of pack tasks waits for the packs the others claimed, not
+    for the others to arrive; the first worker packs them all if the other is late.  Two
+    regions, one for each set of tasks, cost a second start and join of the workers (two
+    threads, float32 64^3 with its threshold forced: ~11 us a region)."""
+    reset_counters(counter, 2 * workers + 1)  # the pack tasks', the row tasks' and the packs done
+    pack_then_row_worker(workers, shape, cut, a, b, c, merging, blocks, work, counter, logs)
 
 
 @on_workers
-def pack_b_worker(w, workers, shape, b, depth, cols, panels, per_task, streaming, bbuf, counter, logs):
-    """One worker of ``pack_b_parallel``: pack tasks of ``per_task`` panels until none is left."""
+def pack_then_row_worker(w, workers, shape, cut, a, b, c, merging, blocks, work, counter, logs):
+    """One worker of ``packed_row_tasks_parallel``: pack tasks until none is left, then, once
+    every pack task is done (``tasks_done``), row tasks."""
+    nr = tile_cols(shape, work.bbuf)
+    panels = (cut.cols + nr - 1) // nr
+    per_task = pack_task_panels(panels, workers)
     pack_tasks = (panels + per_task - 1) // per_task
+    streaming = panels_read_by_others(cut.groups, workers)
+    packs_done = advance(address(counter), 2 * workers * COUNTER_STRIDE)
     task, turn = claim(counter, pack_tasks, workers, w, 0)
     while task >= 0:
         record(logs.packs, logs.packs_count, task)
@@ -117,14 +135,30 @@ def pack_b_worker(w, workers, shape, b, depth, cols, panels, per_task, streaming
             b.offset,
             b.rs,
             b.cs,
-            depth,
-            cols,
+            cut.depth,
+            cut.cols,
             task * per_task,
             min((task + 1) * per_task, panels),
-            bbuf,
+            work.bbuf,
             streaming,
         )
+        atomic_fetch_add(packs_done, 1)
         task, turn = claim(counter, pack_tasks, workers, w, turn)
+    tasks_done(packs_done, pack_tasks)
+    row_tasks(
+        w,
+        workers,
+        shape,
+        cut,
+        a,
+        work.bbuf,
+        c,
+        merging,
+        blocks,
+        work,
+        advance(counter, workers * COUNTER_STRIDE),
+        logs,
+    )
 
 
 @subroutine
@@ -139,6 +173,12 @@ def row_tasks_parallel(shape, cut, a, b_panels, c, merging, blocks, workers, wor
 @on_workers
 def row_task_worker(w, workers, shape, cut, a, b_panels, c, merging, blocks, work, counter, logs):
     """One worker of ``row_tasks_parallel``."""
+    row_tasks(w, workers, shape, cut, a, b_panels, c, merging, blocks, work, counter, logs)
+
+
+@subroutine(inline=True)
+def row_tasks(w, workers, shape, cut, a, b_panels, c, merging, blocks, work, counter, logs):
+    """Worker ``w``'s row-block tasks over a packed B slice, claimed from ``counter``."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, work.abuf)
     row_tasks = cut.row_blocks * cut.groups
@@ -166,44 +206,43 @@ def one_row_block(shape, cut, a, b, c, merging, blocks, workers, work, counter, 
     panel per task (two threads, ``[256,2048] @ [2048,2048]`` float32: 6.1
     against 5.7 ms).  The A panels are logged as pack tasks, the groups as row tasks.
     """
-    reset_counters(counter, workers)
-    pack_a_worker(workers, shape, cut.rows, cut.depth, a, work.abuf, counter, logs)
-    reset_counters(counter, workers)
-    panel_group_worker(workers, shape, cut, b, c, merging, blocks, work, counter, logs)
+    reset_counters(counter, 2 * workers + 1)  # the A panels', the groups' and the panels packed
+    pack_a_then_groups_worker(workers, shape, cut, a, b, c, merging, blocks, work, counter, logs)
 
 
 @on_workers
-def pack_a_worker(w, workers, shape, m, depth, a, abuf, counter, logs):
-    """One worker of ``one_row_block``'s first part: MR-row panels of the A block packed into ``abuf``."""
+def pack_a_then_groups_worker(w, workers, shape, cut, a, b, c, merging, blocks, work, counter, logs):
+    """One worker of ``one_row_block``: MR-row panels of the A block packed into ``work.abuf``
+    until none is left, then, once every panel is packed (``tasks_done``), groups of
+    ``cut.per_group`` B panels, each packed just before its product with the A block; one
+    parallel region for both (``packed_row_tasks_parallel``)."""
     mr = tile_rows(shape)
+    nr = tile_cols(shape, work.bbuf)
+    m, depth = cut.rows, cut.depth
     row_panels = (m + mr - 1) // mr
+    packed = advance(address(counter), 2 * workers * COUNTER_STRIDE)
     task, turn = claim(counter, row_panels, workers, w, 0)
     while task >= 0:
         record(logs.packs, logs.packs_count, task)
         i0 = task * mr
-        pack_a(shape, a.data, a.offset + i0 * a.rs, a.rs, a.cs, min(mr, m - i0), depth, abuf, i0 * depth)
+        pack_a(shape, a.data, a.offset + i0 * a.rs, a.rs, a.cs, min(mr, m - i0), depth, work.abuf, i0 * depth)
+        atomic_fetch_add(packed, 1)
         task, turn = claim(counter, row_panels, workers, w, turn)
-
-
-@on_workers
-def panel_group_worker(w, workers, shape, cut, b, c, merging, blocks, work, counter, logs):
-    """One worker of ``one_row_block``'s second part: groups of ``cut.per_group`` B panels,
-    each packed just before its product with the shared A block."""
-    mr = tile_rows(shape)
-    nr = tile_cols(shape, work.bbuf)
+    tasks_done(packed, row_panels)
     width = cut.per_group * nr
-    tasks = (cut.cols + width - 1) // width
+    groups = (cut.cols + width - 1) // width
     my_bbuf = advance(work.bbuf, w * blocks.kc * width)
     my_scratch = advance(work.scratch, w * mr * nr)
-    task, turn = claim(counter, tasks, workers, w, 0)
+    group_counter = advance(counter, workers * COUNTER_STRIDE)
+    task, turn = claim(group_counter, groups, workers, w, 0)
     while task >= 0:
         record(logs.rows, logs.rows_count, task)
         panels_in_time(
             shape,
-            cut.rows,
+            m,
             task * width,
             min((task + 1) * width, cut.cols),
-            cut.depth,
+            depth,
             work.abuf,
             b,
             my_bbuf,
@@ -212,7 +251,15 @@ def panel_group_worker(w, workers, shape, cut, b, c, merging, blocks, work, coun
             merging,
             my_scratch,
         )
-        task, turn = claim(counter, tasks, workers, w, turn)
+        task, turn = claim(group_counter, groups, workers, w, turn)
+
+
+@subroutine(inline=True)
+def tasks_done(done, total):
+    """Wait until the count at ``done`` (an int64 address the workers add 1 to as each task
+    ends, a locked add that drains the task's streaming stores first) reaches ``total``."""
+    while atomic_fetch_add(done, 0) < total:
+        pass
 
 
 @njit(cache=True, nogil=True)  # the GIL released while it computes
