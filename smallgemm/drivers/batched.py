@@ -183,13 +183,12 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
             return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     limits = context + 8 * STACK_MAX_VOLUME
-    swapped = column_swaps(m, n, k, rs_a, cs_a)  # A.T @ x: read as the lone product is
+    # C = A.B: no chain.  A.T @ x is read swapped, as the lone product is.
+    swapped = column_swaps(m, n, k, rs_a, cs_a)
     if swapped:
         route = small_product_route(narrow, n, m, k, rs_b, cs_a, rs_a, limits, False, like)
     else:
-        route = small_product_route(
-            narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like
-        )  # C = A.B: no chain
+        route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)
     shared_out = stack_shared_out(
         products,
         m * n * k,

@@ -23,10 +23,11 @@ INTEL_L3_FETCH_BYTES = cpu.caches()[1].size + 1 if cpu.vendor() == "GenuineIntel
 # its FMAs, rather than the few-rows stream.  One AMD Zen 4 core (32 KiB L1), one thread: with
 # the stream taken at any size of B, float32 13 to 28 rows times B of 8 to 24 KiB took
 # 1.04-1.33x as long ([27,32] @ [32,128] 4.99 against 3.74 us), float64 within 4 %: 32 KiB.
-# One Intel Xeon core (48 KiB L1, 2 MiB L2), us, stream from 32 KiB / from 256 KiB
-# (``few_tile_b_bytes_avx512``, ``few_tile_large_b_avx512``): float64 32x32x128 (32 KiB)
-# 6.1-6.5 / 4.3-4.6 (96 KiB), float32 32x64x128 6.1-7.7 / 4.1-4.8, float64 32x64x160 (80 KiB)
-# 14.5 / 9.7-10.5, float32 32x128x224 (112 KiB) 17.5-18.6 / 12.8-15.8; from 256 KiB alike.
+# One Intel Xeon core (48 KiB L1, 2 MiB L2), us, the stream from 32 KiB / the main tile below
+# the largest limit tried above B (``few_tile_b_bytes_avx512``, ``few_tile_large_b_avx512``):
+# float64 32x32x128 (32 KiB) 6.1-6.5 / 4.3-4.6, float32 32x64x128 6.1-7.7 / 4.1-4.8, float64
+# 32x64x160 (80 KiB) 14.5 / 9.7-10.5, float32 32x128x224 (112 KiB) 17.5-18.6 / 12.8-15.8; from
+# 256 KiB of B alike or mixed (0.8-1.25x).
 # Up to the GEMV tile's ``strips`` rows the main tile is then taken for their register strips,
 # alike or faster (``gemv_strips_b_bytes_avx512``: float64 6x256x96 6.1-6.3 / 5.8-5.9, float32
 # 2x1024x48 3.0-3.8 / 2.8-2.9, 12x256x128 6.5-7.2 / 6.2-7.0).

@@ -214,8 +214,8 @@ def one_row_block(shape, cut, a, b, c, merging, blocks, workers, work, counter, 
 def pack_a_then_groups_worker(w, workers, shape, cut, a, b, c, merging, blocks, work, counter, logs):
     """One worker of ``one_row_block``: MR-row panels of the A block packed into ``work.abuf``
     until none is left, then, once every panel is packed (``tasks_done``), groups of
-    ``cut.per_group`` B panels, each packed just before its product with the A block; one
-    parallel region for both (``packed_row_tasks_parallel``)."""
+    ``cut.per_group`` B panels, each packed just before its product with the A block: both
+    in one parallel region, as ``packed_row_tasks_parallel``."""
     mr = tile_rows(shape)
     nr = tile_cols(shape, work.bbuf)
     m, depth = cut.rows, cut.depth

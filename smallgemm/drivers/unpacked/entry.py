@@ -130,7 +130,7 @@ def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
     (B, or A when B is one column: where threads may pay), and read along rows (B's, or a
     vector's; a matrix with contiguous columns times a column the ways in read swapped
     first, ``column_swaps``, and one with neither contiguous the tiles compute faster than the
-    planner up to 256x256 on every kernel, level to 512x512: ``benchmarks/column_tiles.py``);
+    planner up to 256x256 on every kernel, level to 512x512: docs/performance.md);
     a C at most half the narrow tile wide with more than ``few_rows`` rows
     only where it is not turned over (``narrow_turns``) and A's rows are contiguous (else
     ``rules.swaps`` swaps it)."""
