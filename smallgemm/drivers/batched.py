@@ -52,7 +52,6 @@ from .unpacked import (
     SMALL_WAY_CONTEXT,
     STREAM_SIZE,
     byte_span,
-    column_swaps,
     gemm_unpacked_stack,
     small_product_route,
     spans_meet,
@@ -119,8 +118,8 @@ def stack_shared_out(count, volume, product_overhead, parallel_volume):
 def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, count, answer):
     """matmul's way in for two stacks along one batch axis, called from Python as a builtin
     (``simd.fastcall``) with (A, B, C, threads): C[t] = A[t].B[t] for every t, one product
-    after the other, when each is small (``unpacked.small_product_route``; ``A.T @ x`` read
-    swapped, as a lone product: ``unpacked.column_swaps``) and the stack
+    after the other, when each is small (``unpacked.small_product_route``, which reads ``A.T @
+    x`` swapped, as for a lone product) and the stack
     is not worth the threads (``threads``: several workers may run; from
     ``parallel_volume`` multiply-adds in all, each product counted with
     ``product_overhead`` more: ``stack_shared_out``): SMALL_DONE; else
@@ -183,12 +182,8 @@ def stack_call(shape, narrow, few, gemv, resident, like, context, arguments, cou
             return
     rs_a, cs_a, rs_b, cs_b = a_bytes[1] // size, a_bytes[2] // size, b_bytes[1] // size, b_bytes[2] // size
     limits = context + 8 * STACK_MAX_VOLUME
-    # C = A.B: no chain.  A.T @ x is read swapped, as the lone product is.
-    swapped = column_swaps(m, n, k, rs_a, cs_a)
-    if swapped:
-        route = small_product_route(narrow, n, m, k, rs_b, cs_a, rs_a, limits, False, like)
-    else:
-        route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, False, like)
+    chained = False  # C = A.B
+    route, swapped = small_product_route(narrow, m, n, k, rs_a, cs_a, rs_b, cs_b, limits, chained, like)
     shared_out = stack_shared_out(
         products,
         m * n * k,

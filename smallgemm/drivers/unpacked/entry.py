@@ -150,10 +150,11 @@ def small_product(m, n, k, cs_a, rs_b, cs_b, limits, narrow_cols, chained):
 
 
 @subroutine(inline=True)
-def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
-    """SMALL_DONE when a product whose operands are checked is ``small_product``, else
-    SMALL_PLANNED (see ``unpacked_call``); ``limits``: the address of the kernel's SMALL_LIMITS
-    words in the way in's context."""
+def small_product_route(narrow, m, n, k, rs_a, cs_a, rs_b, cs_b, limits, chained, a):
+    """(route, swapped) for a product whose operands are checked, read as the small ways in
+    read it: swapped, C^T = B^T A^T, where ``column_swaps`` says so.  The route is SMALL_DONE
+    when it is then ``small_product``, else SMALL_PLANNED (see ``unpacked_call``); ``limits``:
+    the address of the kernel's SMALL_LIMITS words in the way in's context."""
     values = (
         word_at(limits),
         word_at(limits + 8),
@@ -161,9 +162,12 @@ def small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, a):
         word_at(limits + 24),
         word_at(limits + 32),
     )
+    swapped = column_swaps(m, n, k, rs_a, cs_a)
+    if swapped:
+        m, n, cs_a, rs_b, cs_b = n, m, rs_b, cs_a, rs_a
     if small_product(m, n, k, cs_a, rs_b, cs_b, values, tile_cols(narrow, a), chained):
-        return SMALL_DONE
-    return SMALL_PLANNED
+        return SMALL_DONE, swapped
+    return SMALL_PLANNED, swapped
 
 
 # The int64 values that both small ways in's contexts begin with (this one's and the stack's,
@@ -294,11 +298,7 @@ def unpacked_call(shape, narrow, few, gemv, resident, like, context, arguments, 
             return
         chained = continued(alpha, beta, like)
         limits = context + 8 * MAX_VOLUME
-        swapped = column_swaps(m, n, k, rs_a, cs_a)
-        if swapped:
-            route = small_product_route(narrow, n, m, k, rs_b, cs_a, rs_a, limits, chained, like)
-        else:
-            route = small_product_route(narrow, m, n, k, cs_a, rs_b, cs_b, limits, chained, like)
+        route, swapped = small_product_route(narrow, m, n, k, rs_a, cs_a, rs_b, cs_b, limits, chained, like)
         if route == SMALL_PLANNED:
             store_word(answer, SMALL_PLANNED)
             return
